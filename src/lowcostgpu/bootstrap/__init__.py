@@ -1,0 +1,1 @@
+"""Wiring: the one place that knows every adapter."""

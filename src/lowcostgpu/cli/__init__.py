@@ -1,0 +1,1 @@
+"""The `lowcostgpu` command line."""

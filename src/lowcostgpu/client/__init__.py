@@ -1,0 +1,1 @@
+"""A typed HTTP client of the API."""

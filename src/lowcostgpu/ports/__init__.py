@@ -1,0 +1,1 @@
+"""Small interfaces the app layer uses and the adapters implement."""

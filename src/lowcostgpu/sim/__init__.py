@@ -1,0 +1,1 @@
+"""The fleet simulator: a virtual clock driving the same app and core."""

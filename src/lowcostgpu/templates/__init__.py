@@ -1,0 +1,1 @@
+"""Launch templates: named, documented workloads that use the SDK."""
