@@ -1,0 +1,117 @@
+"""Effects: what the shell must do after a decision has been written.
+
+The core never acts; it returns effects. The app layer stores them in the outbox in the same
+transaction as the state they follow from, then carries them out. Every effect is idempotent when
+keyed by `effect_key`: carrying one out twice (after a crash between doing it and marking it done)
+has the same result as once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.events import EventType, Reason, event_type_of
+
+
+@dataclass(frozen=True, slots=True)
+class StartWorkload:
+    """Start the subject's workload on these GPUs (restart_count > 0 after an interruption)."""
+
+    subject_id: str
+    allocation_id: str
+    host_id: str
+    gpu_indices: tuple[int, ...]
+    restart_count: int
+
+    @property
+    def effect_key(self) -> str:
+        return f"start:{self.allocation_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class SignalWorkload:
+    """Send SIGTERM to the whole process group of the subject's workload (the notice)."""
+
+    subject_id: str
+    allocation_id: str
+    signal: str = "SIGTERM"
+
+    @property
+    def effect_key(self) -> str:
+        return f"signal:{self.signal}:{self.allocation_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class KillWorkload:
+    """SIGKILL whatever still runs at the deadline."""
+
+    subject_id: str
+    allocation_id: str
+
+    @property
+    def effect_key(self) -> str:
+        return f"kill:{self.allocation_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class CordonNode:
+    node_id: str
+
+    @property
+    def effect_key(self) -> str:
+        return f"cordon:{self.node_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveNode:
+    node_id: str
+
+    @property
+    def effect_key(self) -> str:
+        return f"remove:{self.node_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseAllocation:
+    """The allocation's GPUs are free again."""
+
+    allocation_id: str
+
+    @property
+    def effect_key(self) -> str:
+        return f"release:{self.allocation_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class EmitEvent:
+    """Record an event (and fire the account's webhooks for it)."""
+
+    object_kind: str
+    object_id: str
+    reason: Reason
+    message: str
+    at: Timestamp
+    account_id: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def event_type(self) -> EventType:
+        return event_type_of(self.reason)
+
+    @property
+    def effect_key(self) -> str:
+        return f"event:{self.object_kind}:{self.object_id}:{self.reason}:{self.at}"
+
+
+Effect = (
+    StartWorkload
+    | SignalWorkload
+    | KillWorkload
+    | CordonNode
+    | RemoveNode
+    | ReleaseAllocation
+    | EmitEvent
+)

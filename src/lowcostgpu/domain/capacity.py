@@ -1,0 +1,128 @@
+"""Capacity values: pools, hosts, GPU indices and allocations.
+
+An allocation holds specific GPU indices on one host, because a workload is started with
+`CUDA_VISIBLE_DEVICES` set to exactly those indices; counting GPUs alone would let two workloads
+share a device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from lowcostgpu.domain.errors import InvalidRequest
+
+Timestamp = int
+"""Seconds since the Unix epoch (UTC). The shell reads the clock; the core only receives it."""
+
+
+class CapacityClass(StrEnum):
+    """Whether an allocation can be reclaimed.
+
+    Instances say on-demand/interruptible, clusters say standard/preemptible; they are the same
+    two classes, so both spellings parse to one of these.
+    """
+
+    ON_DEMAND = "on-demand"
+    INTERRUPTIBLE = "interruptible"
+
+    @classmethod
+    def parse(cls, text: str) -> CapacityClass:
+        try:
+            return _CLASS_ALIASES[text.strip().lower()]
+        except KeyError:
+            raise InvalidRequest(
+                f"unknown capacity type {text!r}",
+                hint="use on-demand (alias standard) or interruptible (alias preemptible)",
+            ) from None
+
+    @property
+    def preemptible(self) -> bool:
+        return self is CapacityClass.INTERRUPTIBLE
+
+    @property
+    def compute_class_label(self) -> str:
+        """The value of the `lowcostgpu.io/compute-class` node label."""
+        return "preemptible" if self.preemptible else "standard"
+
+
+_CLASS_ALIASES = {
+    "on-demand": CapacityClass.ON_DEMAND,
+    "ondemand": CapacityClass.ON_DEMAND,
+    "standard": CapacityClass.ON_DEMAND,
+    "interruptible": CapacityClass.INTERRUPTIBLE,
+    "preemptible": CapacityClass.INTERRUPTIBLE,
+    "spot": CapacityClass.INTERRUPTIBLE,
+}
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class PoolKey:
+    """A pool is one GPU type in one region."""
+
+    region: str
+    gpu_type: str
+
+    def __str__(self) -> str:
+        return f"{self.region}/{self.gpu_type}"
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A machine with `gpu_count` GPUs, indexed 0..gpu_count-1."""
+
+    id: str
+    pool: PoolKey
+    gpu_count: int
+    cordoned: bool = False
+
+    def __post_init__(self) -> None:
+        if self.gpu_count < 1:
+            raise InvalidRequest(f"host {self.id}: gpu_count must be ≥ 1, got {self.gpu_count}")
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """GPUs held on one host by one subject (an instance or a cluster node).
+
+    `last_checkpoint_at` is the time of the workload's last reported checkpoint (None: never
+    reported); victim choice charges the GPU-seconds since then as the work a reclaim would lose.
+    """
+
+    id: str
+    subject_id: str
+    host_id: str
+    pool: PoolKey
+    gpu_indices: frozenset[int]
+    capacity_class: CapacityClass
+    started_at: Timestamp
+    account_id: str = ""
+    last_checkpoint_at: Timestamp | None = None
+    last_interrupted_at: Timestamp | None = None
+    interruption_count: int = 0
+    priority: int = 0
+    # A draining allocation has had its notice; its GPUs are spoken for until the workload exits.
+    draining: bool = False
+    # Draining allocations on the same GPUs that must be gone before this workload starts.
+    waits_for: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def gpus(self) -> int:
+        return len(self.gpu_indices)
+
+    @property
+    def preemptible(self) -> bool:
+        return self.capacity_class.preemptible
+
+    def progress_since(self, now: Timestamp) -> Timestamp:
+        """When the work a reclaim now would lose began: the last checkpoint, else the start."""
+        if self.last_checkpoint_at is not None and self.last_checkpoint_at > self.started_at:
+            return min(self.last_checkpoint_at, now)
+        return self.started_at
+
+    def work_at_risk_gpu_s(self, now: Timestamp) -> int:
+        """GPU-seconds lost if this allocation were reclaimed at `now`."""
+        return self.gpus * max(0, now - self.progress_since(now))
+
+    def runtime_s(self, now: Timestamp) -> int:
+        return max(0, now - self.started_at)

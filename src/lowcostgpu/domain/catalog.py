@@ -1,0 +1,104 @@
+"""The GPU catalog: GPU types, their on-demand prices, and the storage price.
+
+The catalog is data (a TOML file), not code. This module parses its text; reading the file is the
+shell's job (`lowcostgpu.adapters.files`), so parsing stays pure and testable.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lowcostgpu.domain.errors import ConfigError, InvalidRequest, NotFound
+from lowcostgpu.domain.money import Money, interruptible_rate, parse_decimal
+
+GPU_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuType:
+    name: str
+    display_name: str
+    memory_gb: int
+    on_demand_per_gpu_hour: Money
+
+    @property
+    def interruptible_per_gpu_hour(self) -> Money:
+        return interruptible_rate(self.on_demand_per_gpu_hour)
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    gpu_types: Mapping[str, GpuType]
+    storage_per_gb_month: Money
+
+    def gpu(self, name: str) -> GpuType:
+        """Look a GPU type up by name; an unknown name lists the known ones."""
+        try:
+            return self.gpu_types[name]
+        except KeyError:
+            known = ", ".join(sorted(self.gpu_types))
+            raise NotFound(
+                f"unknown GPU type {name!r}",
+                hint=f"use one of: {known} (see `lowcostgpu prices`)",
+            ) from None
+
+
+def parse_catalog(text: str, *, source: str = "catalog") -> Catalog:
+    """Parse catalog TOML; every error names the source and the entry that is wrong."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}", source=source) from None
+    gpus = data.get("gpu")
+    if not isinstance(gpus, dict) or not gpus:
+        raise ConfigError(
+            f"{source}: no [gpu.NAME] tables",
+            hint="declare at least one GPU type, e.g. [gpu.a100-sxm4] with on_demand_per_gpu_hour",
+            source=source,
+        )
+    gpu_types = {name: _parse_gpu(name, entry, source) for name, entry in gpus.items()}
+    storage = data.get("storage", {})
+    per_gb_month = _price(storage.get("per_gb_month"), f"{source}: [storage] per_gb_month", source)
+    return Catalog(gpu_types=gpu_types, storage_per_gb_month=per_gb_month)
+
+
+def _parse_gpu(name: str, entry: Any, source: str) -> GpuType:
+    where = f"{source}: [gpu.{name}]"
+    if not GPU_NAME_PATTERN.match(name):
+        raise ConfigError(
+            f"{where}: GPU type names are lower-case letters, digits and dashes", source=source
+        )
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} must be a table", source=source)
+    memory_gb = entry.get("memory_gb", 0)
+    if not isinstance(memory_gb, int) or memory_gb < 0:
+        raise ConfigError(f"{where}: memory_gb must be a whole number ≥ 0", source=source)
+    return GpuType(
+        name=name,
+        display_name=str(entry.get("display_name", name)),
+        memory_gb=memory_gb,
+        on_demand_per_gpu_hour=_price(
+            entry.get("on_demand_per_gpu_hour"), f"{where} on_demand_per_gpu_hour", source
+        ),
+    )
+
+
+def _price(raw: Any, where: str, source: str) -> Money:
+    if raw is None:
+        raise ConfigError(f"{where} is missing", hint='write it as a string, e.g. "0.468"')
+    if isinstance(raw, float):
+        raise ConfigError(
+            f'{where} must be a string such as "{raw}" so that it stays exact, not a float',
+            source=source,
+        )
+    try:
+        value = parse_decimal(raw, what=where)
+    except InvalidRequest as exc:
+        raise ConfigError(exc.message, source=source) from None
+    if value < 0:
+        raise ConfigError(f"{where} must not be negative, got {raw!r}", source=source)
+    return Money(value)
