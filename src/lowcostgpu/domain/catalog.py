@@ -62,6 +62,12 @@ def parse_catalog(text: str, *, source: str = "catalog") -> Catalog:
         )
     gpu_types = {name: _parse_gpu(name, entry, source) for name, entry in gpus.items()}
     storage = data.get("storage", {})
+    if not isinstance(storage, dict):
+        raise ConfigError(
+            f"{source}: [storage] must be a table",
+            hint='write it as [storage] with per_gb_month = "0.10"',
+            source=source,
+        )
     per_gb_month = _price(storage.get("per_gb_month"), f"{source}: [storage] per_gb_month", source)
     return Catalog(gpu_types=gpu_types, storage_per_gb_month=per_gb_month)
 
@@ -89,7 +95,9 @@ def _parse_gpu(name: str, entry: Any, source: str) -> GpuType:
 
 def _price(raw: Any, where: str, source: str) -> Money:
     if raw is None:
-        raise ConfigError(f"{where} is missing", hint='write it as a string, e.g. "0.468"')
+        raise ConfigError(
+            f"{where} is missing", hint='write it as a string, e.g. "0.468"', source=source
+        )
     if isinstance(raw, float):
         raise ConfigError(
             f'{where} must be a string such as "{raw}" so that it stays exact, not a float',
