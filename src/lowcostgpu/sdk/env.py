@@ -1,0 +1,94 @@
+"""The workload's view of the contract: the environment variables the control plane sets.
+
+Everything is optional so that the same script runs unchanged on a laptop (no instance, no
+metadata endpoint, volume = the current directory) and on interruptible capacity.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_GRACE_PERIOD_S = 300
+
+ENV_INSTANCE_ID = "LOWCOSTGPU_INSTANCE_ID"
+ENV_VOLUME = "LOWCOSTGPU_VOLUME"
+ENV_RESTART_COUNT = "LOWCOSTGPU_RESTART_COUNT"
+ENV_GRACE_PERIOD_S = "LOWCOSTGPU_GRACE_PERIOD_S"
+ENV_METADATA_URL = "LOWCOSTGPU_METADATA_URL"
+ENV_TOKEN = "LOWCOSTGPU_TOKEN"
+
+
+class WorkloadEnvError(ValueError):
+    """A contract variable is set but malformed; the message names it and says what to do."""
+
+
+@dataclass(frozen=True)
+class WorkloadEnv:
+    """The contract variables, parsed once, so that a typo fails at start and not at the notice."""
+
+    instance_id: str | None
+    volume: Path
+    restart_count: int
+    grace_period_s: int
+    metadata_url: str | None
+    token: str | None
+
+    @property
+    def is_managed(self) -> bool:
+        """True when the control plane started us (an instance id is set)."""
+        return self.instance_id is not None
+
+    @classmethod
+    def from_environ(
+        cls, environ: Mapping[str, str] | None = None, default_volume: str | Path = "."
+    ) -> WorkloadEnv:
+        """Read the contract from `environ` (default: os.environ); raise WorkloadEnvError if bad."""
+        env = os.environ if environ is None else environ
+        volume_text = _optional(env, ENV_VOLUME)
+        return cls(
+            instance_id=_optional(env, ENV_INSTANCE_ID),
+            volume=Path(volume_text) if volume_text is not None else Path(default_volume),
+            restart_count=_non_negative_int(env, ENV_RESTART_COUNT, default=0),
+            grace_period_s=_non_negative_int(env, ENV_GRACE_PERIOD_S, DEFAULT_GRACE_PERIOD_S),
+            metadata_url=_url(env, ENV_METADATA_URL),
+            token=_optional(env, ENV_TOKEN),
+        )
+
+
+def _optional(env: Mapping[str, str], name: str) -> str | None:
+    """An unset or blank variable means 'not given' (shells often export empty strings)."""
+    value = env.get(name)
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+def _non_negative_int(env: Mapping[str, str], name: str, default: int) -> int:
+    text = _optional(env, name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise WorkloadEnvError(
+            f"{name}={text!r} is not a whole number; set it to an integer such as {default} "
+            "or unset it"
+        ) from None
+    if value < 0:
+        raise WorkloadEnvError(f"{name}={value} is negative; it must be 0 or more")
+    return value
+
+
+def _url(env: Mapping[str, str], name: str) -> str | None:
+    text = _optional(env, name)
+    if text is None:
+        return None
+    if not text.startswith(("http://", "https://")) or len(text.split("://", 1)[1]) == 0:
+        raise WorkloadEnvError(
+            f"{name}={text!r} is not an http(s) URL; expected something like "
+            "'http://169.254.169.254/lowcostgpu/v1' or unset it for a local run"
+        )
+    return text.rstrip("/")

@@ -1,0 +1,129 @@
+"""The interruption notice: SIGTERM at T+0, noticed by polling a flag between steps.
+
+The handler only sets a flag and records the time. Doing real work (saving a checkpoint) inside a
+signal handler would run it in the middle of an arbitrary bytecode of the training step; instead
+the loop finishes its step, sees the flag, checkpoints and exits well before the SIGKILL deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, Protocol
+
+log = logging.getLogger("lowcostgpu.sdk")
+
+
+class _InterruptionSource(Protocol):
+    def interruption(self) -> dict[str, Any] | None: ...
+
+
+class StopNotice:
+    """A stop request: set by SIGTERM, by the metadata endpoint's notice, or by hand."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._event = threading.Event()
+        self._requested_at: float | None = None
+        self._reason: str | None = None
+        self._installed = False
+        self._watcher: threading.Thread | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def requested_at(self) -> float | None:
+        """Clock reading (default: time.monotonic) when the first stop request arrived."""
+        return self._requested_at
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    @property
+    def installed(self) -> bool:
+        return self._installed
+
+    def request(self, reason: str = "requested") -> None:
+        """Mark the stop as requested; only the first request's time and reason are kept."""
+        if not self._event.is_set():
+            self._requested_at = self._clock()
+            self._reason = reason
+            self._event.set()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until a stop is requested (or the timeout passes); True if requested."""
+        return self._event.wait(timeout_s)
+
+    def install(self) -> StopNotice:
+        """Install the SIGTERM handler; idempotent. Python only allows it on the main thread."""
+        if self._installed:
+            return self
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError(
+                "StopNotice.install() must run on the main thread (Python delivers signals "
+                "only there); call it before starting worker threads"
+            )
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._installed = True
+        return self
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.request("SIGTERM")
+
+    def watch(self, source: _InterruptionSource, interval_s: float = 5.0) -> None:
+        """Also poll the metadata endpoint for a notice, in case SIGTERM does not reach us.
+
+        Runs in a daemon thread so a slow endpoint never blocks a training step.
+        """
+        if self._watcher is not None:
+            return
+
+        def poll() -> None:
+            while not self._event.wait(interval_s):
+                notice = source.interruption()
+                if notice is not None and notice.get("action") == "stop":
+                    self.request("metadata notice")
+
+        self._watcher = threading.Thread(target=poll, name="lowcostgpu-notice", daemon=True)
+        self._watcher.start()
+
+
+_default: StopNotice | None = None
+_default_lock = threading.Lock()
+
+
+def install_sigterm_handler() -> StopNotice:
+    """The process-wide notice, created and installed on first call (main thread only)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = StopNotice()
+        notice = _default
+    return notice.install()
+
+
+def default_notice() -> StopNotice:
+    """The process-wide notice; installed when called on the main thread, else left as is."""
+    if threading.current_thread() is threading.main_thread():
+        return install_sigterm_handler()
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = StopNotice()
+            log.warning(
+                "lowcostgpu: SIGTERM handler not installed (not on the main thread); "
+                "call install_sigterm_handler() from the main thread at start-up"
+            )
+        return _default
+
+
+def should_stop() -> bool:
+    """True once SIGTERM arrived; the first call installs the handler if it is not yet installed."""
+    return default_notice().requested
