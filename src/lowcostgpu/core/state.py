@@ -1,17 +1,14 @@
-"""The snapshot the core decides on, and the plan it returns.
+"""What the scheduler is asked and what it answers: tickets, requests, and the plan.
 
-Kueue's lesson: decide on an immutable snapshot, then act. Nothing in the core mutates a snapshot;
-`apply_plan` returns a new one, so a caller can compare before and after, and a plan that fails
-to be written simply leaves the old snapshot as it was.
+Kueue's lesson: decide on an immutable snapshot (`core.snapshot`), then act. A plan only says what
+should happen; the shell writes it and carries it out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from dataclasses import dataclass
 
-from lowcostgpu.domain.capacity import Allocation, CapacityClass, Host, PoolKey, Timestamp
+from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +72,7 @@ class Preemption:
 
     allocation_id: str
     subject_id: str
+    host_id: str
     for_subject: str
     lost_gpu_s: int
     reason: str = ""
@@ -103,48 +101,4 @@ class Plan:
             self.placements + other.placements,
             self.preemptions + other.preemptions,
             self.reservations + other.reservations,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class FleetSnapshot:
-    """Hosts, the allocations on them and the queued tickets, at one moment."""
-
-    hosts: Mapping[str, Host]
-    allocations: Mapping[str, Allocation] = field(default_factory=dict)
-    tickets: Mapping[str, Ticket] = field(default_factory=dict)
-
-    @classmethod
-    def build(
-        cls,
-        hosts: Iterable[Host],
-        allocations: Iterable[Allocation] = (),
-        tickets: Iterable[Ticket] = (),
-    ) -> FleetSnapshot:
-        return cls(
-            hosts=MappingProxyType({h.id: h for h in hosts}),
-            allocations=MappingProxyType({a.id: a for a in allocations}),
-            tickets=MappingProxyType({t.subject_id: t for t in tickets}),
-        )
-
-    def pools(self) -> list[PoolKey]:
-        return sorted({h.pool for h in self.hosts.values()})
-
-    def allocations_on(self, host_id: str) -> list[Allocation]:
-        return [a for a in self.allocations.values() if a.host_id == host_id]
-
-    def with_changes(
-        self,
-        *,
-        allocations: Mapping[str, Allocation] | None = None,
-        tickets: Mapping[str, Ticket] | None = None,
-        hosts: Mapping[str, Host] | None = None,
-    ) -> FleetSnapshot:
-        return replace(
-            self,
-            hosts=MappingProxyType(dict(hosts)) if hosts is not None else self.hosts,
-            allocations=(
-                MappingProxyType(dict(allocations)) if allocations is not None else self.allocations
-            ),
-            tickets=MappingProxyType(dict(tickets)) if tickets is not None else self.tickets,
         )

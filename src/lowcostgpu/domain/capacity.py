@@ -114,11 +114,16 @@ class Allocation:
     def preemptible(self) -> bool:
         return self.capacity_class.preemptible
 
-    def progress_since(self, now: Timestamp) -> Timestamp:
-        """When the work a reclaim now would lose began: the last checkpoint, else the start."""
+    @property
+    def progress_mark(self) -> Timestamp:
+        """When the work a reclaim would lose began: the last checkpoint, else the start."""
         if self.last_checkpoint_at is not None and self.last_checkpoint_at > self.started_at:
-            return min(self.last_checkpoint_at, now)
+            return self.last_checkpoint_at
         return self.started_at
+
+    def progress_since(self, now: Timestamp) -> Timestamp:
+        """`progress_mark`, never later than `now` (a report from the future counts as now)."""
+        return min(self.progress_mark, now)
 
     def work_at_risk_gpu_s(self, now: Timestamp) -> int:
         """GPU-seconds lost if this allocation were reclaimed at `now`."""

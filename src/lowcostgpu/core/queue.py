@@ -1,0 +1,129 @@
+"""The preemptible queue: FIFO per pool, with a reservation so big requests do not starve.
+
+One pass over a pool's queue, oldest ticket first (a requeued ticket keeps its first enqueue time,
+so interrupted work goes back to its old place). Each ticket is placed best-fit on free GPUs if it
+fits. The first ticket that does not fit is the *head*: later, smaller tickets may still backfill
+around it, but once the head has waited `head_reservation_after_s` one host is reserved for it —
+the one closest to fitting it — and no later ticket may land there. That host's free GPUs can then
+only grow (new preemptible work goes elsewhere), so the head runs as soon as that host drains,
+however many small tickets arrive behind it. On-demand requests are not bound by the reservation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lowcostgpu.core.scheduler import SchedulerConfig, lowest_indices
+from lowcostgpu.core.snapshot import FleetSnapshot, HostState
+from lowcostgpu.core.state import Placement, Plan, Reservation, Ticket
+from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
+
+
+def schedule_queue(snapshot: FleetSnapshot, now: Timestamp, config: SchedulerConfig) -> Plan:
+    """One pass over every pool's queue."""
+    plan = Plan()
+    for pool in sorted(snapshot.queues):
+        plan = plan.merged(schedule_pool(snapshot, pool, now, config))
+    return plan
+
+
+def schedule_pool(
+    snapshot: FleetSnapshot, pool: PoolKey, now: Timestamp, config: SchedulerConfig
+) -> Plan:
+    queue = snapshot.queue(pool)
+    hosts = [s for s in snapshot.hosts_in(pool) if not s.host.cordoned]
+    free = {s.host.id: sorted(s.free_indices) for s in hosts if s.free > 0}
+    placements: list[Placement] = []
+    reservation: Reservation | None = None
+    head_seen = False
+    examined_after_head = 0
+    for ticket in queue:
+        if not free:
+            break
+        if head_seen:
+            examined_after_head += 1
+            if examined_after_head > config.backfill_window:
+                break
+        host_id = _best_fit(free, ticket.gpus)
+        if host_id is not None:
+            placements.append(_place(ticket, host_id, free))
+            continue
+        if head_seen:
+            continue
+        head_seen = True
+        if now - ticket.enqueued_at >= config.head_reservation_after_s:
+            reservation = _reserve(hosts, free, ticket)
+            if reservation is not None:
+                free.pop(reservation.host_id, None)
+    return Plan(placements=tuple(placements), reservations=(reservation,) if reservation else ())
+
+
+def _best_fit(free: dict[str, list[int]], gpus: int) -> str | None:
+    best: tuple[int, str] | None = None
+    for host_id, indices in free.items():
+        if len(indices) >= gpus and (best is None or (len(indices), host_id) < best):
+            best = (len(indices), host_id)
+    return best[1] if best else None
+
+
+def _place(ticket: Ticket, host_id: str, free: dict[str, list[int]]) -> Placement:
+    indices = free[host_id]
+    taken = lowest_indices(frozenset(indices), ticket.gpus)
+    rest = [i for i in indices if i not in taken]
+    if rest:
+        free[host_id] = rest
+    else:
+        del free[host_id]
+    return Placement(
+        subject_id=ticket.subject_id,
+        host_id=host_id,
+        pool=ticket.pool,
+        gpu_indices=taken,
+        capacity_class=CapacityClass.INTERRUPTIBLE,
+        account_id=ticket.account_id,
+        enqueued_at=ticket.enqueued_at,
+    )
+
+
+def _reserve(
+    hosts: list[HostState], free: dict[str, list[int]], ticket: Ticket
+) -> Reservation | None:
+    """Hold back the host closest to fitting the head: most free GPUs now, then host id."""
+    fitting = [s for s in hosts if s.host.gpu_count >= ticket.gpus]
+    if not fitting:
+        return None
+    chosen = min(fitting, key=lambda s: (-len(free.get(s.host.id, ())), s.host.id))
+    return Reservation(pool=ticket.pool, host_id=chosen.host.id, subject_id=ticket.subject_id)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """Where a ticket stands: its 1-based position, the GPUs asked by tickets ahead, an ETA."""
+
+    subject_id: str
+    position: int
+    gpus_ahead: int
+    eta_at: Timestamp | None
+
+
+def queue_status(
+    snapshot: FleetSnapshot, pool: PoolKey, now: Timestamp, mean_runtime_s: int | None
+) -> list[QueueEntry]:
+    """Positions and ETAs for a pool's queue.
+
+    The ETA assumes the pool turns its whole capacity over once per `mean_runtime_s` (the mean
+    runtime of recent allocations in the pool, measured by the caller); without that figure there
+    is no honest ETA, and it is None.
+    """
+    capacity = sum(s.host.gpu_count for s in snapshot.hosts_in(pool))
+    free_now = sum(s.free for s in snapshot.hosts_in(pool))
+    entries: list[QueueEntry] = []
+    ahead = 0
+    for position, ticket in enumerate(snapshot.queue(pool), start=1):
+        eta_at: Timestamp | None = None
+        if mean_runtime_s is not None and capacity > 0:
+            missing = max(0, ahead + ticket.gpus - free_now)
+            eta_at = now + -(-missing * mean_runtime_s // capacity)
+        entries.append(QueueEntry(ticket.subject_id, position, ahead, eta_at))
+        ahead += ticket.gpus
+    return entries

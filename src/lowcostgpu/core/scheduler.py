@@ -1,0 +1,166 @@
+"""On-demand placement: answered at once, from free GPUs or by reclaiming preemptible ones.
+
+On-demand and standard requests never wait in a queue and are never preempted. A request is placed
+on free GPUs when it fits (best fit: the host with the fewest free GPUs that still fit, so whole
+hosts stay free for big requests); otherwise the cheapest set of preemptible victims on one host is
+reclaimed (`core.victims`); otherwise it is refused with `InsufficientCapacity`, saying what
+is free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lowcostgpu.core.snapshot import FleetSnapshot, HostState
+from lowcostgpu.core.state import Placement, Plan, Preemption, Request
+from lowcostgpu.core.victims import LEAST_WORK_LOST, VictimPolicy, VictimSearch, choose_victims
+from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """The operator's knobs. Times are seconds."""
+
+    # A (re)started preemptible allocation is not reclaimed before this long unless there is no
+    # other way to place the on-demand request at all.
+    min_runtime_s: int = 300
+    # A queue head blocked this long gets a host reserved: later tickets cannot take it.
+    head_reservation_after_s: int = 300
+    # How many tickets past the head one queue pass may look at for backfill (Slurm's
+    # bf_max_job_test plays the same part): bounds a pass over a long queue.
+    backfill_window: int = 1000
+    policy: VictimPolicy = field(default=LEAST_WORK_LOST)
+
+    def __post_init__(self) -> None:
+        for name in ("min_runtime_s", "head_reservation_after_s"):
+            if getattr(self, name) < 0:
+                raise InvalidRequest(f"{name} must be ≥ 0")
+        if self.backfill_window < 1:
+            raise InvalidRequest("backfill_window must be ≥ 1")
+
+
+DEFAULT_CONFIG = SchedulerConfig()
+
+
+def best_fit(hosts: list[HostState], gpus: int, exclude: str | None = None) -> HostState | None:
+    """The host with the fewest free GPUs that still fit `gpus` (ties: host id)."""
+    best: HostState | None = None
+    for state in hosts:
+        free = state.free
+        if free < gpus or state.host.id == exclude:
+            continue
+        if best is None or (free, state.host.id) < (best.free, best.host.id):
+            best = state
+    return best
+
+
+def lowest_indices(indices: frozenset[int], count: int) -> frozenset[int]:
+    return frozenset(sorted(indices)[:count])
+
+
+def place_on_demand(
+    snapshot: FleetSnapshot, request: Request, now: Timestamp, config: SchedulerConfig
+) -> Plan:
+    """Place the request now, reclaiming preemptible work if needed, or raise."""
+    hosts = _hosts_for(snapshot, request)
+    host = best_fit(hosts, request.gpus)
+    if host is not None:
+        indices = lowest_indices(host.free_indices, request.gpus)
+        return Plan(placements=(_placement(request, host, indices),))
+    search = choose_victims(hosts, request.gpus, now, config.policy, config.min_runtime_s)
+    if search.best is None:
+        raise _insufficient(request, hosts)
+    return _reclaim_plan(request, search, now)
+
+
+def _hosts_for(snapshot: FleetSnapshot, request: Request) -> list[HostState]:
+    hosts = [s for s in snapshot.hosts_in(request.pool) if not s.host.cordoned]
+    if not hosts:
+        raise NotFound(
+            f"no {request.pool.gpu_type} capacity in region {request.pool.region}",
+            hint="see `lowcostgpu fleet` for the pools this fleet has",
+        )
+    largest = max(s.host.gpu_count for s in hosts)
+    if not 1 <= request.gpus <= largest:
+        raise InvalidRequest(
+            f"{request.gpus} GPUs cannot be placed on one {request.pool.gpu_type} host",
+            hint=f"ask for 1 to {largest} GPUs",
+        )
+    return hosts
+
+
+def _placement(request: Request, host: HostState, indices: frozenset[int]) -> Placement:
+    return Placement(
+        subject_id=request.subject_id,
+        host_id=host.host.id,
+        pool=request.pool,
+        gpu_indices=indices,
+        capacity_class=request.capacity_class,
+        account_id=request.account_id,
+    )
+
+
+def _reclaim_plan(request: Request, search: VictimSearch, now: Timestamp) -> Plan:
+    best = search.choices[0]
+    order = sorted(best.host.free_indices) + [
+        i for v in best.victims for i in sorted(v.gpu_indices)
+    ]
+    placement = Placement(
+        subject_id=request.subject_id,
+        host_id=best.host.host.id,
+        pool=request.pool,
+        gpu_indices=frozenset(order[: request.gpus]),
+        capacity_class=request.capacity_class,
+        account_id=request.account_id,
+        waits_for=frozenset(v.id for v in best.victims),
+    )
+    reason = _explain(search)
+    preemptions = tuple(
+        Preemption(
+            allocation_id=v.id,
+            subject_id=v.subject_id,
+            host_id=v.host_id,
+            for_subject=request.subject_id,
+            lost_gpu_s=v.work_at_risk_gpu_s(now),
+            reason=reason,
+        )
+        for v in best.victims
+    )
+    return Plan(placements=(placement,), preemptions=preemptions)
+
+
+def _explain(search: VictimSearch) -> str:
+    """Why these victims: what they cost, and what the alternatives would have cost."""
+    best, alternatives = search.choices[0], search.choices[1:]
+    names = ", ".join(v.subject_id for v in best.victims)
+    text = f"{names} on {best.host.host.id}: cost {best.cost} ({len(best.victims)} victim(s))"
+    if best.protected:
+        text += f", {best.protected} inside the minimum runtime (no other choice)"
+    if alternatives:
+        others = "; ".join(f"{c.host.host.id}: cost {c.cost}" for c in alternatives[:3])
+        text += f"; alternatives: {others}"
+    if search.skipped_hosts:
+        text += (
+            f"; {search.skipped_hosts} other host(s) would cost at least "
+            f"{search.skipped_lower_bound}"
+        )
+    if not alternatives and not search.skipped_hosts:
+        text += "; no other host could free enough GPUs"
+    return text
+
+
+def _insufficient(request: Request, hosts: list[HostState]) -> InsufficientCapacity:
+    free = sum(s.free for s in hosts)
+    largest_block = max((s.free for s in hosts), default=0)
+    reclaimable = sum(s.reclaimable_gpus for s in hosts)
+    return InsufficientCapacity(
+        f"no capacity for {request.gpus} × {request.pool.gpu_type} in {request.pool.region}: "
+        f"{free} GPUs free (at most {largest_block} on one host), "
+        f"{reclaimable} held by preemptible work that can be reclaimed",
+        hint="ask for fewer GPUs, another region or GPU type, or launch as interruptible "
+        "to wait in the queue",
+        free_gpus=free,
+        largest_free_block=largest_block,
+        reclaimable_gpus=reclaimable,
+    )
