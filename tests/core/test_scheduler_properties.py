@@ -1,0 +1,230 @@
+"""Hypothesis properties of the scheduler and queue, with a brute-force oracle on small pools."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from fleet_builders import alloc, host, on_demand, ticket
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from lowcostgpu.core.queue import schedule_queue
+from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
+from lowcostgpu.core.snapshot import FleetSnapshot, apply_plan, enqueue, release, update_allocation
+from lowcostgpu.core.victims import NEVER, LeastWorkLost, is_protected
+from lowcostgpu.domain.capacity import Allocation
+from lowcostgpu.domain.errors import InsufficientCapacity
+
+POLICY = LeastWorkLost()
+
+
+def brute_force_best(
+    snap: FleetSnapshot, gpus: int, now: int, min_runtime_s: int
+) -> tuple[object, ...] | None:
+    """Every feasible victim set on every host, compared by the documented key."""
+    best: tuple[object, ...] | None = None
+    for state in snap.hosts.values():
+        candidates = [a for a in state.allocations if a.preemptible and not a.draining]
+        for size in range(len(candidates) + 1):
+            for subset in combinations(candidates, size):
+                if state.free + sum(a.gpus for a in subset) < gpus:
+                    continue
+                key = (
+                    sum(is_protected(a, now, min_runtime_s) for a in subset),
+                    sum(POLICY.cost(a, now) for a in subset),
+                    len(subset),
+                    max((a.last_interrupted_at or NEVER for a in subset), default=NEVER),
+                    tuple(sorted(a.id for a in subset)),
+                    state.host.id,
+                )
+                if best is None or key < best:
+                    best = key
+    return best
+
+
+@st.composite
+def small_fleets(draw: st.DrawFn) -> tuple[FleetSnapshot, int]:
+    now = 10_000
+    hosts = [host(f"h{i}", draw(st.integers(1, 4))) for i in range(draw(st.integers(1, 3)))]
+    allocations: list[Allocation] = []
+    for h in hosts:
+        free = list(range(h.gpu_count))
+        n = 0
+        while free and draw(st.booleans()):
+            size = draw(st.integers(1, len(free)))
+            taken, free = free[:size], free[size:]
+            started = draw(st.integers(now - 5000, now))
+            allocations.append(
+                alloc(
+                    f"{h.id}-{n}",
+                    h.id,
+                    set(taken),
+                    preemptible=draw(st.booleans()) or draw(st.booleans()),
+                    started_at=started,
+                    checkpoint_at=draw(st.none() | st.integers(started, now)),
+                    interrupted_at=draw(st.none() | st.integers(0, started)),
+                )
+            )
+            n += 1
+    return FleetSnapshot.build(hosts, allocations), now
+
+
+@settings(max_examples=300, deadline=None)
+@given(small_fleets(), st.integers(1, 4), st.sampled_from([0, 600]))
+def test_the_chosen_victims_are_the_best_feasible_set(
+    fleet: tuple[FleetSnapshot, int], gpus: int, min_runtime_s: int
+) -> None:
+    snap, now = fleet
+    if gpus > max(s.host.gpu_count for s in snap.hosts.values()):
+        return
+    config = SchedulerConfig(min_runtime_s=min_runtime_s)
+    best = brute_force_best(snap, gpus, now, min_runtime_s)
+    try:
+        plan = place_on_demand(snap, on_demand("od", gpus), now, config)
+    except InsufficientCapacity:
+        assert best is None
+        return
+    assert best is not None
+    victims = [snap.allocation(p.allocation_id) for p in plan.preemptions]
+    assert all(v.preemptible for v in victims)
+    if not victims:  # placed on free GPUs: then the best set is the empty one
+        assert best[2] == 0
+        return
+    lost = sum(POLICY.cost(v, now) for v in victims)
+    protected = sum(is_protected(v, now, min_runtime_s) for v in victims)
+    assert (protected, lost, len(victims)) == best[:3]
+    if min_runtime_s == 0:
+        assert lost == best[1]  # no feasible set loses less work
+
+
+class SchedulerWorld(RuleBasedStateMachine):
+    """Random launches, on-demand arrivals, exits, checkpoints and ticks on a small fleet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = SchedulerConfig(min_runtime_s=60, head_reservation_after_s=120)
+        self.snap = FleetSnapshot.build([host("h0", 4), host("h1", 2), host("h2", 4)])
+        self.now = 0
+        self.counter = 0
+        self.on_demand: set[str] = set()
+        self.notice_at: dict[str, int] = {}
+        self.enqueued_at: dict[str, int] = {}
+
+    def _new_id(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    @rule(gpus=st.integers(1, 4))
+    def launch_interruptible(self, gpus: int) -> None:
+        subject = self._new_id("i")
+        self.enqueued_at[subject] = self.now
+        self.snap = enqueue(self.snap, ticket(subject, gpus, enqueued_at=self.now))
+
+    @rule(gpus=st.integers(1, 4))
+    def launch_on_demand(self, gpus: int) -> None:
+        subject = self._new_id("od")
+        best = brute_force_best(self.snap, gpus, self.now, self.config.min_runtime_s)
+        try:
+            plan = place_on_demand(self.snap, on_demand(subject, gpus), self.now, self.config)
+        except InsufficientCapacity:
+            assert best is None
+            return
+        assert not any(p.subject_id in self.on_demand for p in plan.preemptions)
+        for pre in plan.preemptions:
+            self.notice_at[pre.allocation_id] = self.now
+        self.on_demand.add(subject)
+        self.snap = apply_plan(self.snap, plan, self.now)
+
+    @precondition(lambda self: any(not a.waits_for for a in self.snap.allocations()))
+    @rule(data=st.data())
+    def workload_exits(self, data: st.DataObject) -> None:
+        running = sorted(
+            (a for a in self.snap.allocations() if not a.waits_for and not a.draining),
+            key=lambda a: a.id,
+        )
+        if running:
+            self.snap = release(self.snap, data.draw(st.sampled_from(running)).id)
+
+    @precondition(lambda self: any(a.preemptible for a in self.snap.allocations()))
+    @rule(data=st.data())
+    def checkpoint_reported(self, data: st.DataObject) -> None:
+        candidates = sorted(
+            (a for a in self.snap.allocations() if a.preemptible), key=lambda a: a.id
+        )
+        chosen = data.draw(st.sampled_from(candidates))
+        self.snap = update_allocation(
+            self.snap, Allocation(**{**_fields(chosen), "last_checkpoint_at": self.now})
+        )
+
+    @rule(dt=st.integers(1, 400))
+    def tick(self, dt: int) -> None:
+        self.now += dt
+        self._finish_drains(grace_s=300)
+        self._schedule()
+
+    def _finish_drains(self, grace_s: int) -> None:
+        for a in list(self.snap.allocations()):
+            if a.draining and self.now - self.notice_at[a.id] >= grace_s:
+                self.snap = release(self.snap, a.id)
+                requeued = ticket(a.subject_id, a.gpus, enqueued_at=self.enqueued_at[a.subject_id])
+                self.snap = enqueue(self.snap, requeued)
+
+    def _schedule(self) -> None:
+        before = {t.subject_id: t for t in self.snap.tickets()}
+        plan = schedule_queue(self.snap, self.now, self.config)
+        self.snap = apply_plan(self.snap, plan, self.now)
+        placed = {p.subject_id for p in plan.placements}
+        reserved = {r.host_id for r in plan.reservations}
+        largest_block = max(
+            (s.free for s in self.snap.hosts.values() if s.host.id not in reserved), default=0
+        )
+        for subject, t in before.items():
+            later_placed = any(before[p].order_key() > t.order_key() for p in placed)
+            if subject not in placed and later_placed:
+                assert t.gpus > largest_block, f"{subject} fits but a later ticket went first"
+
+    @invariant()
+    def no_gpu_is_held_twice(self) -> None:
+        for state in self.snap.hosts.values():
+            for a, b in combinations(state.allocations, 2):
+                if a.gpu_indices & b.gpu_indices:
+                    assert b.id in a.waits_for or a.id in b.waits_for
+                    assert (a.draining and b.id not in a.waits_for) or (
+                        b.draining and a.id not in b.waits_for
+                    )
+            for a in state.allocations:
+                assert a.gpu_indices <= set(range(state.host.gpu_count))
+
+    @invariant()
+    def on_demand_is_never_draining(self) -> None:
+        for a in self.snap.allocations():
+            if a.subject_id in self.on_demand:
+                assert not a.draining
+
+    @invariant()
+    def every_subject_is_either_queued_or_placed_once(self) -> None:
+        placed = [a.subject_id for a in self.snap.allocations()]
+        queued = [t.subject_id for t in self.snap.tickets()]
+        assert len(placed) == len(set(placed))
+        assert set(placed).isdisjoint(queued) or all(
+            a.draining for a in self.snap.allocations() if a.subject_id in queued
+        )
+
+    def teardown(self) -> None:
+        """When capacity frees, every queued ticket eventually runs."""
+        for _ in range(len(list(self.snap.tickets())) + 4):
+            for a in list(self.snap.allocations()):
+                self.notice_at.setdefault(a.id, self.now)
+                self.snap = release(self.snap, a.id)
+            self.now += 400
+            self._schedule()
+        assert list(self.snap.tickets()) == []
+
+
+def _fields(a: Allocation) -> dict[str, object]:
+    return {name: getattr(a, name) for name in Allocation.__dataclass_fields__}
+
+
+TestSchedulerWorld = SchedulerWorld.TestCase
+TestSchedulerWorld.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
