@@ -106,6 +106,22 @@ class EmitEvent:
         return f"event:{self.object_kind}:{self.object_id}:{self.reason}:{self.at}"
 
 
+@dataclass(frozen=True, slots=True)
+class AddNode:
+    """Bring a cluster node up on these GPUs, labelled `lowcostgpu.io/compute-class=<label>`."""
+
+    node_id: str
+    cluster_id: str
+    allocation_id: str
+    host_id: str
+    gpu_indices: tuple[int, ...]
+    compute_class: str
+
+    @property
+    def effect_key(self) -> str:
+        return f"add-node:{self.node_id}:{self.allocation_id}"
+
+
 Effect = (
     StartWorkload
     | SignalWorkload
@@ -114,4 +130,5 @@ Effect = (
     | RemoveNode
     | ReleaseAllocation
     | EmitEvent
+    | AddNode
 )
