@@ -188,6 +188,7 @@ def test_a_reclaimed_node_is_replaced_at_its_original_queue_place() -> None:
     (replacement,) = plan.new_nodes
     assert replacement.replaces == "n1"
     assert plan.tickets[0].enqueued_at == 1000, "kept the reclaimed node's place"
+    assert plan.tickets[0].last_interrupted_at == 5000
     assert "replacing reclaimed node n1" in plan.events[0].message
     assert sim.reconcile().new_nodes == (), "a debt is paid once"
     sim.finish_drains()

@@ -369,8 +369,18 @@ def _grow(
                 node_id, cluster, _PREEMPTIBLE, now, enqueued_at=_place(debt), replaces=debt.id
             )
         new_nodes.append(node)
+    by_id = {n.id: n for n in mine}
     tickets = tuple(
-        Ticket(n.id, cluster.pool, n.gpus, _place(n), cluster.account_id) for n in new_nodes
+        Ticket(
+            n.id,
+            cluster.pool,
+            n.gpus,
+            _place(n),
+            cluster.account_id,
+            # The reclaim the replacement makes up for counts in victim choice's history term.
+            last_interrupted_at=by_id[n.replaces].drained_at if n.replaces else None,
+        )
+        for n in new_nodes
     )
     events = tuple(
         _event(cluster, n.id, Reason.QUEUED, _queued_message(cluster, n), now) for n in new_nodes
