@@ -31,6 +31,7 @@ from lowcostgpu.core.lifecycle import (
     CompletionReported,
     InstanceState,
     WorkloadStarted,
+    new_instance,
     step,
 )
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
@@ -285,3 +286,34 @@ def test_instances_and_nodes_share_one_deadline_rule(grace_s: int) -> None:
         assert inst.wake_at is None and node.wake_at is None  # both killed at once
     else:
         assert inst.wake_at == node.wake_at == NOTICE + grace_s
+
+
+def test_the_whole_story_records_one_event_per_change_in_order() -> None:
+    fresh = InstanceState("inst-1", "acct-1", POOL, 2, CapacityClass.INTERRUPTIBLE)
+    story = [new_instance(fresh, T0)]
+    s = story[0].state
+    for event, at in [
+        (placed(1), T0 + 10),
+        (WorkloadStarted(), T0 + 20),
+        (CheckpointReported(4200), T0 + 500),
+        (Reclaimed("od-9", 800, "least work lost"), T0 + 900),
+        (WorkloadExited(143), T0 + 930),
+        (placed(2), T0 + 2000),
+        (WorkloadStarted(), T0 + 2010),
+        (WorkloadExited(0), T0 + 5000),
+    ]:
+        story.append(step(s, event, at))
+        s = story[-1].state
+    assert [r for result in story for r in reasons(result)] == [
+        Reason.QUEUED,
+        Reason.SCHEDULED,
+        Reason.STARTED,
+        Reason.CHECKPOINT_REPORTED,
+        Reason.PREEMPTED,
+        Reason.INTERRUPTED,
+        Reason.REQUEUED,
+        Reason.SCHEDULED,
+        Reason.RESTARTED,
+        Reason.SUCCEEDED,
+    ]
+    assert s.status is I.SUCCEEDED and s.restart_count == 1 and s.interruption_count == 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_lifecycle_support import T0, at_status, instance, of_type, placed, reasons, run
 
 from lowcostgpu.core.effects import ReleaseAllocation, StartWorkload
@@ -14,6 +16,7 @@ from lowcostgpu.core.lifecycle import (
     Enqueued,
     InstanceState,
     LifecycleEvent,
+    Placed,
     Reclaimed,
     ResumeRequested,
     StartFailed,
@@ -24,9 +27,14 @@ from lowcostgpu.core.lifecycle import (
     step,
 )
 from lowcostgpu.domain.capacity import CapacityClass
-from lowcostgpu.domain.errors import Conflict, IllegalTransition, InvalidRequest
+from lowcostgpu.domain.errors import (
+    Conflict,
+    IllegalTransition,
+    InvalidRequest,
+    LowcostgpuError,
+)
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.domain.status import INSTANCE_TRANSITIONS, InstanceStatus
+from lowcostgpu.domain.status import INSTANCE_HOLDS_GPUS, INSTANCE_TRANSITIONS, InstanceStatus
 
 I = InstanceStatus  # noqa: E741
 NOW = T0 + 1000
@@ -234,3 +242,63 @@ def test_every_instance_is_frozen() -> None:
     state: InstanceState = instance()
     with pytest.raises(AttributeError):
         state.status = I.RUNNING  # type: ignore[misc]
+
+
+# --- property: any sequence of events keeps the instance consistent ------------------------------
+
+# Weighted so that random walks reach every status often (delete is terminal: rare).
+_EVENTS = st.sampled_from(
+    [
+        *[placed(5)] * 4,
+        Placed("alloc-w", "host-b", (0, 1), frozenset({"victim"})),
+        VictimReleased("victim"),
+        *[WorkloadStarted()] * 5,
+        StartFailed("boom"),
+        *[WorkloadExited(0), WorkloadExited(143)] * 2,
+        WorkloadExited(1),
+        WorkloadExited(None),
+        CompletionReported(7),
+        CheckpointReported(42),
+        *[Reclaimed("od-1", 10, "least work lost")] * 4,
+        StopRequested(),
+        *[ResumeRequested()] * 2,
+        DeleteRequested(),
+        *[DeadlineCheck()] * 2,
+        Enqueued(),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    events=st.lists(st.tuples(_EVENTS, st.integers(0, 400)), max_size=30),
+    grace_s=st.integers(0, 300),
+    auto_requeue=st.booleans(),
+)
+def test_any_event_sequence_keeps_the_instance_consistent(
+    events: list[tuple[LifecycleEvent, int]], grace_s: int, auto_requeue: bool
+) -> None:
+    state = instance(grace_period_s=grace_s, auto_requeue=auto_requeue)
+    now = T0
+    for event, gap in events:
+        now += gap
+        try:
+            result = step(state, event, now)
+        except LowcostgpuError:
+            continue  # refused requests change nothing (the state is immutable)
+        new = result.state
+        if new.status is not state.status:
+            assert reasons(result), f"{state.status} → {new.status} recorded no event"
+        released = of_type(result, ReleaseAllocation)
+        assert released in ([], [ReleaseAllocation(state.allocation_id)])  # type: ignore[arg-type]
+        assert (new.status in INSTANCE_HOLDS_GPUS) == (new.allocation_id is not None)
+        if new.status is I.RUNNING or of_type(result, StartWorkload):
+            assert not new.waiting_for, "started before its victims left"
+        draining = new.status in (I.INTERRUPTING, I.STOPPING)
+        assert (result.wake_at is not None) == draining
+        assert new.enqueued_at == T0
+        assert new.restart_count == max(0, new.placement_count - 1)
+        open_runs = [r for r in new.runs if r.billed_until is None]
+        assert len(open_runs) == (1 if new.status is I.RUNNING else 0)
+        assert all(r.started_at <= (r.billed_until or now) for r in new.runs)
+        state = new
