@@ -30,7 +30,8 @@ def run_workload(
     sig: int = signal.SIGTERM,
     cwd: Path | None = None,
 ) -> Finished:
-    """python args...; when a stdout line equals `signal_on`, send `sig` to the process group.
+    """python args...; when a stdout line starts with the word(s) `signal_on`, send `sig` to the
+    process group.
 
     The whole group gets the signal, as the contract says (a workload's children too).
     """
@@ -52,7 +53,7 @@ def run_workload(
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
-            if not sent and signal_on is not None and line.strip() == signal_on:
+            if not sent and signal_on is not None and _matches(line, signal_on):
                 os.killpg(proc.pid, sig)
                 sent = True
         returncode = proc.wait()
@@ -61,3 +62,9 @@ def run_workload(
     if signal_on is not None and not sent:
         raise AssertionError(f"never saw {signal_on!r}; output:\n{''.join(lines)[-4000:]}")
     return Finished(returncode, lines)
+
+
+def _matches(line: str, wanted: str) -> bool:
+    """`step 7` matches the lines `step 7` and `step 7 loss 3.2`, not `step 70`."""
+    stripped = line.strip()
+    return stripped == wanted or stripped.startswith(wanted + " ")
