@@ -1,0 +1,5 @@
+import sys
+
+from lowcostgpu.templates.axolotl import main
+
+sys.exit(main())
