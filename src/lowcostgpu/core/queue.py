@@ -31,12 +31,12 @@ def schedule_pool(
     snapshot: FleetSnapshot, pool: PoolKey, now: Timestamp, config: SchedulerConfig
 ) -> Plan:
     queue = snapshot.queue(pool)
-    hosts = [s for s in snapshot.hosts_in(pool) if not s.host.cordoned]
-    free = {s.host.id: sorted(s.free_indices) for s in hosts if s.free > 0}
+    free = {s.host.id: sorted(s.free_indices) for s in snapshot.hosts_with_free(pool)}
     placements: list[Placement] = []
     reservation: Reservation | None = None
     head_seen = False
     examined_after_head = 0
+    largest_block = max((len(i) for i in free.values()), default=0)
     for ticket in queue:
         if not free:
             break
@@ -44,17 +44,19 @@ def schedule_pool(
             examined_after_head += 1
             if examined_after_head > config.backfill_window:
                 break
-        host_id = _best_fit(free, ticket.gpus)
+        host_id = _best_fit(free, ticket.gpus) if ticket.gpus <= largest_block else None
         if host_id is not None:
             placements.append(_place(ticket, host_id, free))
+            largest_block = max((len(i) for i in free.values()), default=0)
             continue
         if head_seen:
             continue
         head_seen = True
         if now - ticket.enqueued_at >= config.head_reservation_after_s:
-            reservation = _reserve(hosts, free, ticket)
+            reservation = _reserve(snapshot.hosts_in(pool), free, ticket)
             if reservation is not None:
                 free.pop(reservation.host_id, None)
+                largest_block = max((len(i) for i in free.values()), default=0)
     return Plan(placements=tuple(placements), reservations=(reservation,) if reservation else ())
 
 

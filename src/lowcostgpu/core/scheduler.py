@@ -63,31 +63,37 @@ def place_on_demand(
     snapshot: FleetSnapshot, request: Request, now: Timestamp, config: SchedulerConfig
 ) -> Plan:
     """Place the request now, reclaiming preemptible work if needed, or raise."""
-    hosts = _hosts_for(snapshot, request)
-    host = best_fit(hosts, request.gpus)
+    _check_request(snapshot, request)
+    with_free = snapshot.hosts_with_free(request.pool)
+    host = best_fit(with_free, request.gpus)
     if host is not None:
         indices = lowest_indices(host.free_indices, request.gpus)
         return Plan(placements=(_placement(request, host, indices),))
-    search = choose_victims(hosts, request.gpus, now, config.policy, config.min_runtime_s)
+    search = choose_victims(
+        snapshot.hosts_by_mark(request.pool),
+        request.gpus,
+        now,
+        config.policy,
+        config.min_runtime_s,
+        most_free=max((s.free for s in with_free), default=0),
+    )
     if search.best is None:
-        raise _insufficient(request, hosts)
+        raise _insufficient(request, snapshot.hosts_in(request.pool))
     return _reclaim_plan(request, search, now)
 
 
-def _hosts_for(snapshot: FleetSnapshot, request: Request) -> list[HostState]:
-    hosts = [s for s in snapshot.hosts_in(request.pool) if not s.host.cordoned]
-    if not hosts:
+def _check_request(snapshot: FleetSnapshot, request: Request) -> None:
+    largest = snapshot.largest_host_gpus(request.pool)
+    if not largest:
         raise NotFound(
             f"no {request.pool.gpu_type} capacity in region {request.pool.region}",
             hint="see `lowcostgpu fleet` for the pools this fleet has",
         )
-    largest = max(s.host.gpu_count for s in hosts)
     if not 1 <= request.gpus <= largest:
         raise InvalidRequest(
             f"{request.gpus} GPUs cannot be placed on one {request.pool.gpu_type} host",
             hint=f"ask for 1 to {largest} GPUs",
         )
-    return hosts
 
 
 def _placement(request: Request, host: HostState, indices: frozenset[int]) -> Placement:
@@ -141,10 +147,7 @@ def _explain(search: VictimSearch) -> str:
         others = "; ".join(f"{c.host.host.id}: cost {c.cost}" for c in alternatives[:3])
         text += f"; alternatives: {others}"
     if search.skipped_hosts:
-        text += (
-            f"; {search.skipped_hosts} other host(s) would cost at least "
-            f"{search.skipped_lower_bound}"
-        )
+        text += f"; every other host would cost at least {search.skipped_lower_bound}"
     if not alternatives and not search.skipped_hosts:
         text += "; no other host could free enough GPUs"
     return text

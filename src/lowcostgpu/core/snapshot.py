@@ -11,7 +11,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from itertools import accumulate
 
+from lowcostgpu.core.fifo import TicketQueue
 from lowcostgpu.core.state import Placement, Plan, Ticket
 from lowcostgpu.domain.capacity import Allocation, Host, PoolKey, Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
@@ -24,8 +26,25 @@ class HostState:
     host: Host
     allocations: tuple[Allocation, ...]
     free_indices: frozenset[int]
+    free: int  # GPUs new work may take now (none on a cordoned host)
     reclaimable_gpus: int  # GPUs held by preemptible, not yet draining allocations
-    newest_progress: Timestamp | None  # latest `progress_since` among those allocations
+    # Sums of the k latest progress marks over those GPUs (one mark per GPU, latest first):
+    # `k × now − mark_prefix[k]` bounds from below the work lost by freeing any k of them.
+    mark_prefix: tuple[int, ...]
+    newest_start: Timestamp | None  # the latest start among them: who may still be protected
+    # (progress mark, start) of each reclaimable GPU, latest mark first: a bound for the GPUs
+    # that are past their minimum runtime without looking at the allocations again.
+    gpu_marks: tuple[tuple[Timestamp, Timestamp], ...]
+
+    @property
+    def newest_mark(self) -> Timestamp | None:
+        """The latest progress mark among reclaimable GPUs: the cheapest GPU here to reclaim."""
+        return self.mark_prefix[1] if self.reclaimable_gpus else None
+
+    def mark_entry(self) -> tuple[int, str] | None:
+        """This host's place in its pool's order of hosts by newest mark, latest first."""
+        mark = self.newest_mark
+        return None if mark is None or self.host.cordoned else (-mark, self.host.id)
 
     @classmethod
     def of(cls, host: Host, allocations: Iterable[Allocation] = ()) -> HostState:
@@ -34,24 +53,41 @@ class HostState:
         for alloc in allocs:
             held |= alloc.gpu_indices
         candidates = [a for a in allocs if a.preemptible and not a.draining]
+        gpu_marks = sorted(
+            ((a.progress_mark, a.started_at) for a in candidates for _ in range(a.gpus)),
+            reverse=True,
+        )
+        marks = [mark for mark, _ in gpu_marks]
+        free_indices = frozenset(range(host.gpu_count)) - held
         return cls(
             host=host,
             allocations=allocs,
-            free_indices=frozenset(range(host.gpu_count)) - held,
-            reclaimable_gpus=sum(a.gpus for a in candidates),
-            newest_progress=max((a.progress_mark for a in candidates), default=None),
+            free_indices=free_indices,
+            free=0 if host.cordoned else len(free_indices),
+            reclaimable_gpus=len(marks),
+            mark_prefix=(0, *accumulate(marks)),
+            newest_start=max((a.started_at for a in candidates), default=None),
+            gpu_marks=tuple(gpu_marks),
         )
-
-    @property
-    def free(self) -> int:
-        return 0 if self.host.cordoned else len(self.free_indices)
 
     def with_allocations(self, allocations: Iterable[Allocation]) -> HostState:
         return HostState.of(self.host, allocations)
 
 
-def _queue_key(ticket: Ticket) -> tuple[Timestamp, str]:
-    return ticket.order_key()
+def _moved(
+    order: tuple[tuple[int, str], ...], old: tuple[int, str] | None, new: tuple[int, str] | None
+) -> tuple[tuple[int, str], ...]:
+    """The sorted order with `old` taken out and `new` put in, by bisection and slicing."""
+    if old is not None:
+        at = bisect_left(order, old)
+        order = order[:at] + order[at + 1 :]
+    if new is not None:
+        at = bisect_left(order, new)
+        order = order[:at] + (new,) + order[at:]  # noqa: RUF005 (a C-level copy)
+    return order
+
+
+EMPTY_QUEUE = TicketQueue()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +96,14 @@ class FleetSnapshot:
 
     hosts: Mapping[str, HostState]
     pool_hosts: Mapping[PoolKey, tuple[str, ...]]
-    queues: Mapping[PoolKey, tuple[Ticket, ...]]
+    queues: Mapping[PoolKey, TicketQueue]
+    # Per pool, the hosts with free GPUs: in a busy fleet a handful, so placement looks at
+    # those instead of every host.
+    pool_free: Mapping[PoolKey, frozenset[str]]
+    # Per pool, the hosts with reclaimable GPUs ordered by newest progress mark, latest first:
+    # victim search walks this order and stops as soon as no later host can be cheaper.
+    pool_by_mark: Mapping[PoolKey, tuple[tuple[int, str], ...]]
+    pool_largest_host: Mapping[PoolKey, int]  # GPUs of the pool's biggest host
 
     @classmethod
     def build(
@@ -83,10 +126,21 @@ class FleetSnapshot:
         queues: dict[PoolKey, list[Ticket]] = {pool: [] for pool in pool_hosts}
         for ticket in tickets:
             queues.setdefault(ticket.pool, []).append(ticket)
+        states = {h.id: HostState.of(h, by_host[h.id]) for h in host_list}
         return cls(
-            hosts={h.id: HostState.of(h, by_host[h.id]) for h in host_list},
+            hosts=states,
             pool_hosts={p: tuple(sorted(ids)) for p, ids in pool_hosts.items()},
-            queues={p: tuple(sorted(q, key=_queue_key)) for p, q in queues.items()},
+            queues={p: TicketQueue.of(q) for p, q in queues.items()},
+            pool_free={
+                p: frozenset(h for h in ids if states[h].free > 0) for p, ids in pool_hosts.items()
+            },
+            pool_largest_host={
+                p: max(states[h].host.gpu_count for h in ids) for p, ids in pool_hosts.items()
+            },
+            pool_by_mark={
+                p: tuple(sorted(e for h in ids if (e := states[h].mark_entry()) is not None))
+                for p, ids in pool_hosts.items()
+            },
         )
 
     # Reading -----------------------------------------------------------------------------------
@@ -95,8 +149,10 @@ class FleetSnapshot:
         for state in self.hosts.values():
             yield from state.allocations
 
-    def allocation(self, allocation_id: str) -> Allocation:
-        for alloc in self.allocations():
+    def allocation(self, allocation_id: str, host_id: str | None = None) -> Allocation:
+        """Find an allocation; with its host given, without scanning the fleet."""
+        state = self.hosts.get(host_id) if host_id is not None else None
+        for alloc in state.allocations if state is not None else self.allocations():
             if alloc.id == allocation_id:
                 return alloc
         raise NotFound(f"no allocation {allocation_id}")
@@ -105,24 +161,44 @@ class FleetSnapshot:
         for queue in self.queues.values():
             yield from queue
 
-    def queue(self, pool: PoolKey) -> tuple[Ticket, ...]:
-        return self.queues.get(pool, ())
+    def queue(self, pool: PoolKey) -> TicketQueue:
+        return self.queues.get(pool, EMPTY_QUEUE)
 
     def hosts_in(self, pool: PoolKey) -> list[HostState]:
         return [self.hosts[h] for h in self.pool_hosts.get(pool, ())]
 
+    def hosts_with_free(self, pool: PoolKey) -> list[HostState]:
+        return [self.hosts[h] for h in sorted(self.pool_free.get(pool, ()))]
+
+    def hosts_by_mark(self, pool: PoolKey) -> Iterator[HostState]:
+        """Hosts with reclaimable GPUs, the one with the most recent progress mark first."""
+        for _, host_id in self.pool_by_mark.get(pool, ()):
+            yield self.hosts[host_id]
+
     def largest_host_gpus(self, pool: PoolKey) -> int:
-        return max((s.host.gpu_count for s in self.hosts_in(pool)), default=0)
+        return self.pool_largest_host.get(pool, 0)
 
     # Updating (each returns a new snapshot) ----------------------------------------------------
 
     def with_host_allocations(self, changes: Mapping[str, Iterable[Allocation]]) -> FleetSnapshot:
         hosts = dict(self.hosts)
+        pool_free = dict(self.pool_free)
+        pool_by_mark = dict(self.pool_by_mark)
         for host_id, allocs in changes.items():
-            hosts[host_id] = hosts[host_id].with_allocations(allocs)
-        return replace(self, hosts=hosts)
+            old = hosts[host_id]
+            state = hosts[host_id] = old.with_allocations(allocs)
+            pool = state.host.pool
+            if state.free > 0 and host_id not in pool_free[pool]:
+                pool_free[pool] = pool_free[pool] | {host_id}
+            elif state.free == 0 and host_id in pool_free[pool]:
+                pool_free[pool] = pool_free[pool] - {host_id}
+            if old.mark_entry() != state.mark_entry():
+                pool_by_mark[pool] = _moved(
+                    pool_by_mark[pool], old.mark_entry(), state.mark_entry()
+                )
+        return replace(self, hosts=hosts, pool_free=pool_free, pool_by_mark=pool_by_mark)
 
-    def with_queue(self, pool: PoolKey, queue: tuple[Ticket, ...]) -> FleetSnapshot:
+    def with_queue(self, pool: PoolKey, queue: TicketQueue) -> FleetSnapshot:
         queues = dict(self.queues)
         queues[pool] = queue
         return replace(self, queues=queues)
@@ -142,17 +218,24 @@ def enqueue(snapshot: FleetSnapshot, ticket: Ticket) -> FleetSnapshot:
             hint=f"ask for 1 to {largest} GPUs",
         )
     queue = snapshot.queue(ticket.pool)
-    if any(t.subject_id == ticket.subject_id for t in queue):
+    if queue.find(ticket.order_key()) is not None:
         raise Conflict(f"{ticket.subject_id} is already queued")
-    at = bisect_left(queue, ticket.order_key(), key=_queue_key)
-    return snapshot.with_queue(ticket.pool, (*queue[:at], ticket, *queue[at:]))
+    return snapshot.with_queue(ticket.pool, queue.inserted(ticket))
 
 
 def dequeue(snapshot: FleetSnapshot, pool: PoolKey, subject_ids: set[str]) -> FleetSnapshot:
-    """Take tickets out of a queue (placed, stopped or deleted)."""
+    """Take tickets out of a queue by subject (a stop or a delete while queued)."""
     queue = snapshot.queue(pool)
-    kept = tuple(t for t in queue if t.subject_id not in subject_ids)
-    return snapshot if len(kept) == len(queue) else snapshot.with_queue(pool, kept)
+    keys = [t.order_key() for t in queue if t.subject_id in subject_ids]
+    return snapshot.with_queue(pool, queue.removed(keys)) if keys else snapshot
+
+
+def dequeue_placed(
+    snapshot: FleetSnapshot, pool: PoolKey, placed: list[Placement]
+) -> FleetSnapshot:
+    """Take placed tickets out of their queue, found by their enqueue time without a scan."""
+    keys = [(p.enqueued_at, p.subject_id) for p in placed if p.enqueued_at is not None]
+    return snapshot.with_queue(pool, snapshot.queue(pool).removed(keys)) if keys else snapshot
 
 
 def allocation_id_for(subject_id: str, now: Timestamp) -> str:
@@ -174,13 +257,13 @@ def apply_plan(snapshot: FleetSnapshot, plan: Plan, now: Timestamp) -> FleetSnap
         for i, alloc in enumerate(allocs):
             if alloc.id == pre.allocation_id:
                 allocs[i] = replace(alloc, draining=True)
-    placed_by_pool: dict[PoolKey, set[str]] = {}
+    placed_by_pool: dict[PoolKey, list[Placement]] = {}
     for placement in plan.placements:
         allocs_of(placement.host_id).append(_allocation_for(placement, now))
-        placed_by_pool.setdefault(placement.pool, set()).add(placement.subject_id)
+        placed_by_pool.setdefault(placement.pool, []).append(placement)
     result = snapshot.with_host_allocations(touched) if touched else snapshot
-    for pool, subjects in placed_by_pool.items():
-        result = dequeue(result, pool, subjects)
+    for pool, placed in placed_by_pool.items():
+        result = dequeue_placed(result, pool, placed)
     return result
 
 
@@ -198,9 +281,11 @@ def _allocation_for(placement: Placement, now: Timestamp) -> Allocation:
     )
 
 
-def release(snapshot: FleetSnapshot, allocation_id: str) -> FleetSnapshot:
+def release(
+    snapshot: FleetSnapshot, allocation_id: str, host_id: str | None = None
+) -> FleetSnapshot:
     """The allocation's workload is gone: its GPUs are free, and nobody waits for it any more."""
-    alloc = snapshot.allocation(allocation_id)
+    alloc = snapshot.allocation(allocation_id, host_id)
     remaining = [
         replace(a, waits_for=a.waits_for - {allocation_id}) if allocation_id in a.waits_for else a
         for a in snapshot.hosts[alloc.host_id].allocations

@@ -16,14 +16,16 @@ seed with the allocation id, so the same inputs always give the same victims.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import Protocol
 
 from lowcostgpu.core.snapshot import HostState
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 
 NEVER = -1  # the "last interrupted at" of an allocation never interrupted: older than any time
+NO_UNPROTECTED_SET = 2**62  # a bound that says: only sets with protected victims exist here
 
 
 class VictimPolicy(Protocol):
@@ -36,11 +38,23 @@ class VictimPolicy(Protocol):
         """A non-negative cost; lower means a better victim."""
         ...
 
-    def lower_bound_per_gpu(self, newest_progress: Timestamp, now: Timestamp) -> int:
-        """A lower bound on cost per GPU for any victim on a host, to skip hosts early.
+    def lower_bound(
+        self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
+    ) -> int:
+        """A lower bound on the cost of any set of victims that started at or before
+        `started_by` (so none is protected) and frees `deficit` GPUs on `host`.
 
-        `newest_progress` is the latest progress mark of the host's candidates. Return 0 when
-        the policy has no useful bound: every host is then examined.
+        It lets the search skip hosts that cannot beat an unprotected choice already found.
+        Return `NO_UNPROTECTED_SET` when no such set exists on the host, and 0 when the policy
+        has no useful bound: every host is then examined.
+        """
+        ...
+
+    def order_bound(self, host: HostState, deficit: int, now: Timestamp) -> int:
+        """A lower bound that never decreases along the hosts' order by newest mark.
+
+        The search walks hosts in that order and stops once this bound passes the best choice.
+        Return 0 when the policy's cost does not follow that order: then every host is examined.
         """
         ...
 
@@ -54,8 +68,24 @@ class LeastWorkLost:
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         return alloc.work_at_risk_gpu_s(now)
 
-    def lower_bound_per_gpu(self, newest_progress: Timestamp, now: Timestamp) -> int:
-        return max(0, now - newest_progress)
+    def lower_bound(
+        self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
+    ) -> int:
+        """Each freed GPU loses at least `now − mark` of the latest marks on the host."""
+        if host.newest_start is not None and host.newest_start <= started_by:
+            return max(0, deficit * now - host.mark_prefix[deficit])
+        total, taken = 0, 0
+        for mark, started_at in host.gpu_marks:
+            if started_at <= started_by:
+                total, taken = total + mark, taken + 1
+                if taken == deficit:
+                    return max(0, deficit * now - total)
+        return NO_UNPROTECTED_SET
+
+    def order_bound(self, host: HostState, deficit: int, now: Timestamp) -> int:
+        """No GPU on a host loses less than the time since the host's newest mark."""
+        mark = host.newest_mark
+        return 0 if mark is None else max(0, deficit * (now - mark))
 
 
 LEAST_WORK_LOST = LeastWorkLost()
@@ -83,16 +113,15 @@ class VictimChoice:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    alloc: Allocation
-    cost: int
-    protected: bool
+# A candidate victim as the search compares it: (protected, cost, recency, id, gpus, allocation).
+_Candidate = tuple[int, int, Timestamp, str, int, Allocation]
+# A partial victim set's comparison key, as in `VictimChoice.key` less the host.
+_SetKey = tuple[int, int, int, Timestamp, tuple[str, ...]]
 
 
 def is_protected(alloc: Allocation, now: Timestamp, min_runtime_s: int) -> bool:
     """Inside its minimum runtime: started (or restarted) less than `min_runtime_s` ago."""
-    return alloc.runtime_s(now) < min_runtime_s
+    return alloc.started_at > now - min_runtime_s
 
 
 def cheapest_on_host(
@@ -104,62 +133,61 @@ def cheapest_on_host(
 ) -> VictimChoice | None:
     """The best minimal set of victims on `host` that frees enough GPUs, or None."""
     deficit = gpus_needed - host.free
-    candidates = sorted(
+    cutoff = now - min_runtime_s
+    candidates: list[_Candidate] = sorted(
         (
-            _Candidate(a, policy.cost(a, now), is_protected(a, now, min_runtime_s))
-            for a in host.allocations
-            if a.preemptible and not a.draining
-        ),
-        key=lambda c: (c.protected, c.cost, c.alloc.id),
+            int(a.started_at > cutoff),
+            policy.cost(a, now),
+            NEVER if a.last_interrupted_at is None else a.last_interrupted_at,
+            a.id,
+            a.gpus,
+            a,
+        )
+        for a in host.allocations
+        if a.preemptible and not a.draining
     )
-    if deficit <= 0 or sum(c.alloc.gpus for c in candidates) < deficit:
+    if deficit <= 0 or sum(c[4] for c in candidates) < deficit:
         return None
-    best: list[VictimChoice] = []
-    _search(host, candidates, deficit, 0, [], best)
-    return best[0] if best else None
+    best: list[tuple[_SetKey, tuple[_Candidate, ...]]] = []
+    _search(candidates, deficit, 0, (), 0, 0, 0, best)
+    if not best:
+        return None
+    key, chosen = best[0]
+    return VictimChoice(host, tuple(c[5] for c in chosen), key[0], key[1], key[3])
 
 
 def _search(
-    host: HostState,
     candidates: Sequence[_Candidate],
     deficit: int,
     start: int,
-    chosen: list[_Candidate],
-    best: list[VictimChoice],
+    chosen: tuple[_Candidate, ...],
+    covered: int,
+    protected: int,
+    cost: int,
+    best: list[tuple[_SetKey, tuple[_Candidate, ...]]],
 ) -> None:
-    """Depth-first over subsets, stopping a branch once it covers the deficit (so only minimal
-    covers and their prefixes are visited) or once it cannot beat the best found."""
-    covered = sum(c.alloc.gpus for c in chosen)
-    if covered >= deficit:
-        choice = _choice(host, chosen)
-        if not best or choice.key < best[0].key:
-            best[:] = [choice]
-        return
-    if best:
-        protected = sum(c.protected for c in chosen)
-        if (protected, sum(c.cost for c in chosen)) > (best[0].protected, best[0].cost):
-            return
+    """Depth-first over subsets, in order of (protected, cost): a branch ends once it covers the
+    deficit (so only minimal covers are compared) or once it cannot beat the best found."""
     for i in range(start, len(candidates)):
-        chosen.append(candidates[i])
-        _search(host, candidates, deficit, i + 1, chosen, best)
-        chosen.pop()
-
-
-def _choice(host: HostState, chosen: Sequence[_Candidate]) -> VictimChoice:
-    return VictimChoice(
-        host=host,
-        victims=tuple(c.alloc for c in chosen),
-        protected=sum(c.protected for c in chosen),
-        cost=sum(c.cost for c in chosen),
-        most_recent_interruption=max(
-            (
-                c.alloc.last_interrupted_at
-                for c in chosen
-                if c.alloc.last_interrupted_at is not None
-            ),
-            default=NEVER,
-        ),
-    )
+        cand = candidates[i]
+        c_protected, c_cost = protected + cand[0], cost + cand[1]
+        if best and (c_protected, c_cost) > best[0][0][:2]:
+            break  # candidates are sorted: every later one costs at least as much
+        now_chosen = (*chosen, cand)
+        if covered + cand[4] >= deficit:
+            key: _SetKey = (
+                c_protected,
+                c_cost,
+                len(now_chosen),
+                max(c[2] for c in now_chosen),
+                tuple(sorted(c[3] for c in now_chosen)),
+            )
+            if not best or key < best[0][0]:
+                best[:] = [(key, now_chosen)]
+        else:
+            _search(
+                candidates, deficit, i + 1, now_chosen, covered + cand[4], c_protected, c_cost, best
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,38 +204,48 @@ class VictimSearch:
 
 
 def choose_victims(
-    hosts: Sequence[HostState],
+    hosts_by_mark: Iterable[HostState],
     gpus_needed: int,
     now: Timestamp,
     policy: VictimPolicy,
     min_runtime_s: int,
+    most_free: int = 0,
 ) -> VictimSearch:
-    """Search every host for its cheapest victim set and return them cheapest first.
+    """Search the hosts for the cheapest victim set and return the choices cheapest first.
 
-    Hosts are examined in order of a lower bound on their cost; once the bound exceeds the best
-    unprotected choice found, no later host can win and the search stops. The runners-up (and the
-    bound on the skipped hosts) are what the `Preempted` event quotes as the alternatives.
+    Best-first: hosts are searched in order of their `lower_bound`, and the search stops when
+    the next bound exceeds the best unprotected choice found, since no later host can win.
+    `hosts_by_mark` (hosts with reclaimable GPUs, newest progress mark first; `most_free` is the
+    most free GPUs on any of them) is only read as far as needed: along it the policy's
+    `order_bound` never decreases and never exceeds a host's `lower_bound`. The runners-up and
+    the bound on the hosts not searched are what the `Preempted` event quotes as alternatives.
     """
-    bounded: list[tuple[int, str, HostState]] = []
-    for state in hosts:
-        deficit = gpus_needed - state.free
-        if state.host.cordoned or state.newest_progress is None:
-            continue
-        if deficit <= 0 or state.reclaimable_gpus < deficit:
-            continue
-        bound = deficit * policy.lower_bound_per_gpu(state.newest_progress, now)
-        bounded.append((bound, state.host.id, state))
-    bounded.sort(key=lambda entry: (entry[0], entry[1]))
+    min_deficit = max(1, gpus_needed - most_free)
+    cutoff = now - min_runtime_s
+    stream = iter(hosts_by_mark)
+    upcoming: HostState | None = next(stream, None)
+    heap: list[tuple[int, str, HostState]] = []
     found: list[VictimChoice] = []
     best: VictimChoice | None = None
-    for examined, (bound, _, state) in enumerate(bounded):
+    while heap or upcoming is not None:
+        # Read hosts until the next one's order bound passes the cheapest bound in the heap.
+        while upcoming is not None and (
+            not heap or policy.order_bound(upcoming, min_deficit, now) <= heap[0][0]
+        ):
+            deficit = gpus_needed - upcoming.free
+            if 0 < deficit <= upcoming.reclaimable_gpus:
+                bound = policy.lower_bound(upcoming, deficit, now, cutoff)
+                heappush(heap, (bound, upcoming.host.id, upcoming))
+            upcoming = next(stream, None)
+        if not heap:
+            break
+        bound, _, state = heappop(heap)
         if best is not None and best.protected == 0 and bound > best.cost:
-            found.sort(key=lambda c: c.key)
-            return VictimSearch(tuple(found), len(bounded) - examined, bound)
+            skipped = len(heap) + 1 + (upcoming is not None)
+            return VictimSearch(tuple(sorted(found, key=lambda c: c.key)), skipped, bound)
         choice = cheapest_on_host(state, gpus_needed, now, policy, min_runtime_s)
         if choice is not None:
             found.append(choice)
             if best is None or choice.key < best.key:
                 best = choice
-    found.sort(key=lambda c: c.key)
-    return VictimSearch(tuple(found))
+    return VictimSearch(tuple(sorted(found, key=lambda c: c.key)))
