@@ -80,6 +80,9 @@ def train_builtin(cfg: AxolotlConfig, work: Workload, step_delay_s: float = 0.0)
         say(f"resumed from step {run.resume_step} (restart {work.env.restart_count})")
     else:
         say(f"starting {cfg.base_model} LoRA fine-tune, checkpoints in {output_dir}")
+    if work.notice.requested:  # the notice came while loading: nothing new to save
+        say(f"checkpoint step {run.resume_step or 0} on volume (stopped before training)")
+        return EXIT_INTERRUPTED
     run.trainer.train(resume_from_checkpoint=run.resume_from)
     if run.callback.interrupted:
         say(f"checkpoint step {run.callback.last_saved_step} on volume")
