@@ -6,6 +6,7 @@ import itertools
 import json
 import random
 import re
+import shutil
 import signal
 import sys
 from collections import defaultdict
@@ -100,3 +101,16 @@ def test_interrupted_training_matches_the_uninterrupted_run_bit_for_bit(
     )
     assert metadata_server.posted("/complete") == [{"step": STEPS}]  # only the last run
     assert len(metadata_server.posted("/checkpoint")) >= len(plan)
+
+
+def test_resuming_with_another_model_shape_is_a_clear_error(
+    tmp_path: Path, reference: tuple[Path, Run]
+) -> None:
+    volume = tmp_path / "copy"
+    shutil.copytree(reference[0], volume)
+    run = run_once([*ARGV, "--hidden=32"], workload_env(volume, 1))
+    assert run.returncode == 2
+    assert run.lines == [
+        f"error: the checkpoints on {volume} were made with other settings (--hidden 64 -> 32); "
+        "resume with the original settings or use a fresh volume"
+    ]

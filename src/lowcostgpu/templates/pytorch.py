@@ -24,7 +24,7 @@ from torch import nn
 from lowcostgpu.sdk.checkpoint import Checkpointer
 from lowcostgpu.sdk.durable import atomic_write_bytes
 from lowcostgpu.sdk.torch import TorchState, make_dataloader
-from lowcostgpu.templates._runtime import Workload, say, start_workload
+from lowcostgpu.templates._runtime import Workload, exit_now, fail, say, start_workload
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -70,6 +70,29 @@ def build_model(features: int, hidden: int) -> nn.Module:
     )
 
 
+RUN_CONFIG_KEYS = ("features", "hidden", "seed", "dataset_size", "batch_size")
+
+
+def check_run_config(volume: Path, args: argparse.Namespace) -> None:
+    """Refuse to resume checkpoints made with another model shape or data (clear error)."""
+    config = {key: getattr(args, key) for key in RUN_CONFIG_KEYS}
+    path = volume / "pytorch_run.json"
+    if not path.exists():
+        atomic_write_bytes(path, json.dumps(config, sort_keys=True).encode())
+        return
+    recorded = json.loads(path.read_text())
+    changed = [
+        f"--{k.replace('_', '-')} {recorded.get(k)} -> {config[k]}"
+        for k in config
+        if recorded.get(k) != config[k]
+    ]
+    if changed:
+        fail(
+            f"the checkpoints on {volume} were made with other settings ({', '.join(changed)}); "
+            "resume with the original settings or use a fresh volume"
+        )
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -98,6 +121,7 @@ def train_step(
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     work = start_workload()
+    check_run_config(work.volume, args)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.set_num_threads(args.threads)
     if device.type == "cuda":  # CPU kernels are deterministic already; this import is slow
@@ -179,4 +203,4 @@ def finish(
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())

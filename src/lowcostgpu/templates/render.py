@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from lowcostgpu.sdk.batch import BatchProgress, fingerprint_of
 from lowcostgpu.templates._png import encode_png
-from lowcostgpu.templates._runtime import say, start_workload
+from lowcostgpu.templates._runtime import exit_now, say, start_workload
 
 Array = NDArray[np.float64]
 SUN = np.array([-0.5, 1.0, -0.3]) / np.linalg.norm([-0.5, 1.0, -0.3])
@@ -138,4 +138,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())
