@@ -1,0 +1,243 @@
+"""The engine: instances and the fleet, moved together by one pure function per input.
+
+The scheduler decides placements and reclaims on the fleet snapshot; the lifecycle moves each
+instance through its statuses. The engine keeps the two consistent — a placement becomes an
+allocation *and* a `Placed` instance, a reclaim marks the victim's allocation draining *and* sends
+it `Reclaimed`, an exit releases the allocation *and* wakes the on-demand request that waited for
+it, a requeue puts the ticket back at its original place — so that the app layer (which adds the
+store and the outbox) and the simulator (which adds a virtual clock) run the very same decisions.
+
+Every function returns an `EngineStep`: the new state, the effects in the order they must be
+carried out, and the earliest time the shell must call `tick` again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from lowcostgpu.core import lifecycle
+from lowcostgpu.core.drain import DEFAULT_GRACE_PERIOD_S
+from lowcostgpu.core.effects import Effect, ReleaseAllocation
+from lowcostgpu.core.lifecycle import CheckpointReported, InstanceState, LifecycleEvent
+from lowcostgpu.core.queue import schedule_queue
+from lowcostgpu.core.scheduler import DEFAULT_CONFIG, SchedulerConfig, place_on_demand
+from lowcostgpu.core.snapshot import (
+    FleetSnapshot,
+    allocation_id_for,
+    apply_plan,
+    dequeue,
+    enqueue,
+    release,
+    update_allocation,
+)
+from lowcostgpu.core.state import Plan, Request, Ticket
+from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
+from lowcostgpu.domain.errors import Conflict, NotFound
+from lowcostgpu.domain.status import InstanceStatus
+
+_I = InstanceStatus
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    instance_id: str
+    pool: PoolKey
+    gpus: int
+    capacity_class: CapacityClass
+    account_id: str = ""
+    auto_requeue: bool = True
+    grace_period_s: int = DEFAULT_GRACE_PERIOD_S
+
+
+@dataclass(frozen=True, slots=True)
+class EngineState:
+    fleet: FleetSnapshot
+    instances: Mapping[str, InstanceState] = field(default_factory=dict)
+
+    def instance(self, instance_id: str) -> InstanceState:
+        try:
+            return self.instances[instance_id]
+        except KeyError:
+            raise NotFound(f"no instance {instance_id}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStep:
+    state: EngineState
+    effects: tuple[Effect, ...] = ()
+    wake_at: Timestamp | None = None
+
+
+class _Work:
+    """One input's worth of changes: a scratch copy of the state and the effects so far."""
+
+    def __init__(self, state: EngineState) -> None:
+        self.fleet = state.fleet
+        self.instances = dict(state.instances)
+        self.effects: list[Effect] = []
+
+    def done(self) -> EngineStep:
+        state = EngineState(self.fleet, MappingProxyType(self.instances))
+        return EngineStep(state, tuple(self.effects), next_wake(state))
+
+    def advance(self, instance_id: str, event: LifecycleEvent, now: Timestamp) -> None:
+        """Step one instance and keep the fleet in line with what its step decided."""
+        old = self.instances[instance_id]
+        result = lifecycle.step(old, event, now)
+        new = self.instances[instance_id] = result.state
+        self.effects.extend(result.effects)
+        self._follow_queue(old, new)
+        if new.allocation_id is not None:
+            self._follow_allocation(new, now, checkpointed=isinstance(event, CheckpointReported))
+        for effect in result.effects:
+            if isinstance(effect, ReleaseAllocation):
+                self._release(effect.allocation_id, old.host_id, now)
+
+    def _follow_queue(self, old: InstanceState, new: InstanceState) -> None:
+        if new.status is _I.QUEUED and old.status is not _I.QUEUED:
+            self.fleet = enqueue(self.fleet, ticket_for(new))
+        elif old.status is _I.QUEUED and new.status in (_I.STOPPED, _I.DELETED):
+            self.fleet = dequeue(self.fleet, new.pool, {new.id})
+
+    def _follow_allocation(
+        self, inst: InstanceState, now: Timestamp, *, checkpointed: bool
+    ) -> None:
+        """A draining instance (reclaimed or stopped) is never a victim again; a checkpoint
+        lowers what a reclaim would cost."""
+        assert inst.allocation_id is not None
+        alloc = self.fleet.allocation(inst.allocation_id, inst.host_id)
+        draining = alloc.draining or inst.status in lifecycle.DRAINING
+        checkpoint_at = now if checkpointed else alloc.last_checkpoint_at
+        if (draining, checkpoint_at) != (alloc.draining, alloc.last_checkpoint_at):
+            changed = replace(alloc, draining=draining, last_checkpoint_at=checkpoint_at)
+            self.fleet = update_allocation(self.fleet, changed)
+
+    def _release(self, allocation_id: str, host_id: str | None, now: Timestamp) -> None:
+        """Free the allocation's GPUs and start whoever waited for exactly those GPUs."""
+        try:
+            alloc = self.fleet.allocation(allocation_id, host_id)
+        except NotFound:
+            return  # released already (a replayed report)
+        waiting = [
+            a.subject_id
+            for a in self.fleet.hosts[alloc.host_id].allocations
+            if allocation_id in a.waits_for
+        ]
+        self.fleet = release(self.fleet, allocation_id, alloc.host_id)
+        for subject in waiting:
+            if subject in self.instances:
+                self.advance(subject, lifecycle.VictimReleased(allocation_id), now)
+
+    def carry_out(self, plan: Plan, now: Timestamp) -> None:
+        """Apply a scheduler plan to the fleet and to every instance it names."""
+        self.fleet = apply_plan(self.fleet, plan, now)
+        for pre in plan.preemptions:
+            if pre.subject_id in self.instances:
+                reclaimed = lifecycle.Reclaimed(pre.for_subject, pre.lost_gpu_s, pre.reason)
+                self.advance(pre.subject_id, reclaimed, now)
+        for placement in plan.placements:
+            if placement.subject_id not in self.instances:
+                continue
+            allocation_id = allocation_id_for(placement.subject_id, now)
+            inst = self.instances[placement.subject_id]
+            alloc = self.fleet.allocation(allocation_id, placement.host_id)
+            history = replace(
+                alloc,
+                last_interrupted_at=inst.last_interrupted_at,
+                interruption_count=inst.interruption_count,
+            )
+            self.fleet = update_allocation(self.fleet, history)
+            placed = lifecycle.Placed(
+                allocation_id, placement.host_id, placement.gpu_indices, placement.waits_for
+            )
+            self.advance(placement.subject_id, placed, now)
+
+
+def ticket_for(inst: InstanceState) -> Ticket:
+    """The queue ticket of a queued instance: its first enqueue time and its history."""
+    assert inst.enqueued_at is not None
+    return Ticket(
+        subject_id=inst.id,
+        pool=inst.pool,
+        gpus=inst.gpus,
+        enqueued_at=inst.enqueued_at,
+        account_id=inst.account_id,
+        last_checkpoint_at=inst.last_checkpoint_at,
+        last_interrupted_at=inst.last_interrupted_at,
+        interruption_count=inst.interruption_count,
+    )
+
+
+def launch(
+    state: EngineState,
+    spec: LaunchSpec,
+    now: Timestamp,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+) -> EngineStep:
+    """Launch an instance: on-demand is placed now (or refused), interruptible is queued."""
+    if spec.instance_id in state.instances:
+        raise Conflict(f"instance {spec.instance_id} already exists")
+    inst = InstanceState(
+        id=spec.instance_id,
+        account_id=spec.account_id,
+        pool=spec.pool,
+        gpus=spec.gpus,
+        capacity_class=spec.capacity_class,
+        auto_requeue=spec.auto_requeue,
+        grace_period_s=spec.grace_period_s,
+    )
+    work = _Work(state)
+    if spec.capacity_class is CapacityClass.ON_DEMAND:
+        request = Request(spec.instance_id, spec.pool, spec.gpus, spec.account_id)
+        plan = place_on_demand(state.fleet, request, now, config)  # raises when impossible
+        first = lifecycle.new_instance(inst, now)
+        work.instances[inst.id] = first.state
+        work.effects.extend(first.effects)
+        work.carry_out(plan, now)
+        return work.done()
+    work.fleet = enqueue(work.fleet, Ticket(inst.id, inst.pool, inst.gpus, now, inst.account_id))
+    first = lifecycle.new_instance(inst, now)
+    work.instances[inst.id] = first.state
+    work.effects.extend(first.effects)
+    work.carry_out(schedule_queue(work.fleet, now, config), now)
+    return work.done()
+
+
+def report(
+    state: EngineState,
+    instance_id: str,
+    event: LifecycleEvent,
+    now: Timestamp,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+) -> EngineStep:
+    """A report from the runtime or a request from the user, then a queue pass: an exit or a
+    stop may have freed GPUs, a resume may have queued a ticket that fits at once."""
+    state.instance(instance_id)
+    work = _Work(state)
+    work.advance(instance_id, event, now)
+    work.carry_out(schedule_queue(work.fleet, now, config), now)
+    return work.done()
+
+
+def tick(
+    state: EngineState, now: Timestamp, config: SchedulerConfig = DEFAULT_CONFIG
+) -> EngineStep:
+    """Deadlines that are due (SIGKILL at the end of grace), then a queue pass."""
+    work = _Work(state)
+    for inst in sorted(state.instances.values(), key=lambda i: i.id):
+        if inst.deadline is not None and inst.deadline <= now:
+            work.advance(inst.id, lifecycle.DeadlineCheck(), now)
+    work.carry_out(schedule_queue(work.fleet, now, config), now)
+    return work.done()
+
+
+def next_wake(state: EngineState) -> Timestamp | None:
+    """The earliest grace deadline still open: when `tick` must run at the latest."""
+    deadlines = [
+        i.deadline
+        for i in state.instances.values()
+        if i.deadline is not None and i.status in lifecycle.DRAINING
+    ]
+    return min(deadlines, default=None)
