@@ -139,7 +139,7 @@ def test_preemption_explains_the_choice_and_the_alternatives() -> None:
     )
     (pre,) = place_on_demand(snap, on_demand("od"), 100, NO_PROTECTION).preemptions
     assert pre.lost_gpu_s == 10
-    assert "every other host would cost at least 90" in pre.reason
+    assert "every other host would lose at least 90 GPU-s" in pre.reason
 
 
 def test_draining_allocations_are_not_chosen_twice() -> None:

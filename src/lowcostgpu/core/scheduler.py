@@ -79,7 +79,7 @@ def place_on_demand(
     )
     if search.best is None:
         raise _insufficient(request, snapshot.hosts_in(request.pool))
-    return _reclaim_plan(request, search, now)
+    return _reclaim_plan(request, search, now, config)
 
 
 def _check_request(snapshot: FleetSnapshot, request: Request) -> None:
@@ -107,7 +107,9 @@ def _placement(request: Request, host: HostState, indices: frozenset[int]) -> Pl
     )
 
 
-def _reclaim_plan(request: Request, search: VictimSearch, now: Timestamp) -> Plan:
+def _reclaim_plan(
+    request: Request, search: VictimSearch, now: Timestamp, config: SchedulerConfig
+) -> Plan:
     best = search.choices[0]
     order = sorted(best.host.free_indices) + [
         i for v in best.victims for i in sorted(v.gpu_indices)
@@ -121,7 +123,7 @@ def _reclaim_plan(request: Request, search: VictimSearch, now: Timestamp) -> Pla
         account_id=request.account_id,
         waits_for=frozenset(v.id for v in best.victims),
     )
-    reason = _explain(search)
+    reason = _explain(search, config.policy)
     preemptions = tuple(
         Preemption(
             allocation_id=v.id,
@@ -136,18 +138,20 @@ def _reclaim_plan(request: Request, search: VictimSearch, now: Timestamp) -> Pla
     return Plan(placements=(placement,), preemptions=preemptions)
 
 
-def _explain(search: VictimSearch) -> str:
-    """Why these victims: what they cost, and what the alternatives would have cost."""
+def _explain(search: VictimSearch, policy: VictimPolicy) -> str:
+    """Why these victims: what they lose, and what the alternatives would have cost."""
     best, alternatives = search.choices[0], search.choices[1:]
     names = ", ".join(v.subject_id for v in best.victims)
-    text = f"{names} on {best.host.host.id}: cost {best.cost} ({len(best.victims)} victim(s))"
+    host = best.host.host.id
+    text = f"chosen by {policy.name}: {names} on {host} loses {policy.describe(best.cost)}"
     if best.protected:
-        text += f", {best.protected} inside the minimum runtime (no other choice)"
+        text += f"; {best.protected} inside the minimum runtime (there was no other choice)"
     if alternatives:
-        others = "; ".join(f"{c.host.host.id}: cost {c.cost}" for c in alternatives[:3])
+        others = "; ".join(f"{c.host.host.id}: {policy.describe(c.cost)}" for c in alternatives[:3])
         text += f"; alternatives: {others}"
     if search.skipped_hosts:
-        text += f"; every other host would cost at least {search.skipped_lower_bound}"
+        skipped = policy.describe(search.skipped_lower_bound or 0)
+        text += f"; every other host would lose at least {skipped}"
     if not alternatives and not search.skipped_hosts:
         text += "; no other host could free enough GPUs"
     return text

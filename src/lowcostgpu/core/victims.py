@@ -38,6 +38,10 @@ class VictimPolicy(Protocol):
         """A non-negative cost; lower means a better victim."""
         ...
 
+    def describe(self, cost: int) -> str:
+        """The cost in words, for the `Preempted` event."""
+        ...
+
     def lower_bound(
         self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
     ) -> int:
@@ -67,6 +71,9 @@ class LeastWorkLost:
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         return alloc.work_at_risk_gpu_s(now)
+
+    def describe(self, cost: int) -> str:
+        return f"{cost} GPU-s of work since the last checkpoint"
 
     def lower_bound(
         self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
