@@ -1,0 +1,88 @@
+"""The runtime port: start, signal, kill and observe workloads on GPUs.
+
+Reports are level-triggered: `observe` returns what is true now for every workload the runtime
+knows (started, exited with a code, failed to start), every time it is called. The lifecycle
+ignores a fact it has already taken into account, so a report seen twice — after a crash of the
+control plane, say — changes nothing, and no report is lost because none is consumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from lowcostgpu.domain.capacity import Timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeMount:
+    name: str
+    size_gb: int
+    path: str  # where the runtime mounts it for the workload (LOWCOSTGPU_VOLUME)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadStart:
+    """Everything needed to start one run of an instance on its allocation."""
+
+    instance_id: str
+    allocation_id: str
+    host_id: str
+    gpu_indices: tuple[int, ...]
+    restart_count: int
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    volume: VolumeMount | None = None
+    grace_period_s: int = 300
+
+
+WorkloadPhase = Literal["starting", "running", "exited", "start_failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadReport:
+    allocation_id: str
+    instance_id: str
+    phase: WorkloadPhase
+    exit_code: int | None = None
+    reason: str = ""
+    at: Timestamp | None = None  # when the runtime saw the phase begin, if it knows
+
+
+class Runtime(Protocol):
+    def start(self, start: WorkloadStart) -> None:
+        """Start the workload; starting an allocation that was already started does nothing."""
+        ...
+
+    def signal(self, allocation_id: str, signal: Literal["SIGTERM"]) -> None:
+        """Signal the workload's whole process group; nothing happens if it is gone."""
+        ...
+
+    def kill(self, allocation_id: str) -> None:
+        """SIGKILL the workload's whole process group; nothing happens if it is gone."""
+        ...
+
+    def observe(self) -> list[WorkloadReport]:
+        """What is true now of every workload the runtime knows."""
+        ...
+
+    def forget(self, allocation_id: str) -> None:
+        """The control plane has taken the exit into account: drop what is kept of it."""
+        ...
+
+    def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:
+        """The workload's stdout and stderr, the last `tail_bytes` of them."""
+        ...
+
+
+class Volumes(Protocol):
+    """Volumes outlive their instance's interruptions; only the user deletes them."""
+
+    def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
+        """Create the volume on first use (with its size limit), or return the existing one."""
+        ...
+
+    def usage_bytes(self, account_id: str, name: str) -> int: ...
+
+    def delete(self, account_id: str, name: str) -> None: ...

@@ -1,0 +1,133 @@
+"""The store port: durable state, written in versioned transactions with an outbox.
+
+One `commit` is one transaction: every instance it carries is written only if its stored version
+is still the `expected_version` (None: it must not exist yet), and the effects that follow from
+those writes go into the outbox in the same transaction. Either all of it lands or none of it does
+(`StaleWrite` when a version did not match: re-read and decide again). Effects are carried out
+only after the commit, and marked done after they were carried out; an effect found pending after
+a crash is carried out again, which is safe because every effect is idempotent by its key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lowcostgpu.core.lifecycle import InstanceState
+from lowcostgpu.core.metering import MeterKey, UsageRecord
+from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.events import EventType, Reason
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRecord:
+    """What the user asked for at launch; immutable afterwards."""
+
+    instance_id: str
+    account_id: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    template: str | None = None
+    volume_name: str | None = None
+    volume_size_gb: int | None = None
+    token_hash: str = ""  # the instance's metadata token, hashed
+    created_at: Timestamp = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredInstance:
+    state: InstanceState
+    launch: LaunchRecord
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceWrite:
+    state: InstanceState
+    expected_version: int | None  # None: a new instance
+    launch: LaunchRecord | None = None  # required for a new instance
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """An effect to carry out. `key` makes it idempotent; `kind` and `payload` say what it is."""
+
+    key: str
+    kind: str
+    payload: Mapping[str, Any]
+    created_at: Timestamp
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """An immutable event; `key` deduplicates an event written twice after a crash."""
+
+    key: str
+    at: Timestamp
+    account_id: str
+    object_kind: str
+    object_id: str
+    type: EventType
+    reason: Reason
+    message: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    seq: int | None = None  # assigned by the store: the order of events
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeRecord:
+    account_id: str
+    name: str
+    size_gb: int
+    created_at: Timestamp
+    deleted_at: Timestamp | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    instances: Sequence[InstanceWrite] = ()
+    outbox: Sequence[OutboxEntry] = ()
+    events: Sequence[EventRecord] = ()
+    usage: Sequence[UsageRecord] = ()  # inserted unless (subject, kind, interval) exists
+    metered_through: Mapping[MeterKey, Timestamp] = field(default_factory=dict)
+    volumes: Sequence[VolumeRecord] = ()  # upserted by (account_id, name)
+
+
+class Store(Protocol):
+    def commit(self, commit: Commit) -> None:
+        """Write all of it in one transaction, or raise `StaleWrite` and write nothing."""
+        ...
+
+    def instances(self) -> list[StoredInstance]:
+        """Every instance that is not deleted, with its version."""
+        ...
+
+    def instance(self, instance_id: str) -> StoredInstance:
+        """One instance (deleted ones too); `NotFound` if there is none."""
+        ...
+
+    def pending_outbox(self, limit: int = 1000) -> list[OutboxEntry]:
+        """Effects not yet done, oldest first."""
+        ...
+
+    def mark_done(self, keys: Sequence[str], at: Timestamp) -> None: ...
+
+    def events(
+        self, *, after_seq: int = 0, account_id: str | None = None, limit: int = 1000
+    ) -> list[EventRecord]: ...
+
+    def usage(self, *, account_id: str | None = None) -> list[UsageRecord]: ...
+
+    def metered_through(self) -> dict[MeterKey, Timestamp]: ...
+
+    def volumes(self, account_id: str | None = None) -> list[VolumeRecord]: ...
+
+    def try_lead(self, owner: str) -> bool:
+        """Take (or keep) the single-writer lock: only one loop may act on a store."""
+        ...
+
+    def release_lead(self, owner: str) -> None: ...
+
+    def close(self) -> None: ...
