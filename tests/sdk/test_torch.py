@@ -52,6 +52,7 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 @pytest.mark.parametrize("mode", ["sync", "thread", "dcp"])
 def test_resuming_continues_the_exact_loss_trajectory(tmp_path: Path, mode: str) -> None:
     seed_all(1)

@@ -4,12 +4,14 @@ Imports nothing of the control plane: it reads only the workload contract (envir
 the metadata endpoint). PyTorch helpers live in `lowcostgpu.sdk.torch`, imported only on demand.
 """
 
+from lowcostgpu.sdk.batch import BatchProgress
 from lowcostgpu.sdk.checkpoint import Checkpointer, CheckpointInfo
 from lowcostgpu.sdk.env import WorkloadEnv, WorkloadEnvError
 from lowcostgpu.sdk.metadata import MetadataClient
 from lowcostgpu.sdk.notice import StopNotice, install_sigterm_handler, should_stop
 
 __all__ = [
+    "BatchProgress",
     "CheckpointInfo",
     "Checkpointer",
     "MetadataClient",

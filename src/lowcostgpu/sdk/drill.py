@@ -75,31 +75,42 @@ def run_once(
         start_new_session=True,
     )
     lines: queue.Queue[str | None] = queue.Queue()
-    reader = threading.Thread(target=_pump, args=(child, lines), daemon=True)
-    reader.start()
+    threading.Thread(target=_pump, args=(child, lines), daemon=True).start()
     run = Run(restart_count=restart, returncode=0)
     deadline = time.monotonic() + timeout_s
-    signalled = None
     try:
-        while True:
-            line = _next_line(lines, deadline, child)
-            if line is None:
-                break
-            run.lines.append(line)
-            if signal_at is not None and signalled is None and progress is not None:
-                match = progress.search(line)
-                if match and int(match.group(1)) >= signal_at:
-                    os.killpg(child.pid, sig)
-                    signalled = time.monotonic()
-                    run.signal_sent, run.signalled_at = sig, int(match.group(1))
+        signalled = _follow(child, lines, run, deadline, progress, signal_at, sig)
         run.returncode = child.wait(timeout=max(1.0, deadline - time.monotonic()))
+        if signalled is not None:
+            run.signal_to_exit_s = time.monotonic() - signalled
     finally:
         _kill_group(child)
-    if signalled is not None:
-        run.signal_to_exit_s = time.monotonic() - signalled
-    elif signal_at is not None:
+    if signal_at is not None and signalled is None:
         raise DrillError(f"the workload ended before reaching {signal_at}: {run.lines[-5:]}")
     return run
+
+
+def _follow(
+    child: subprocess.Popen[str],
+    lines: queue.Queue[str | None],
+    run: Run,
+    deadline: float,
+    progress: re.Pattern[str] | None,
+    signal_at: int | None,
+    sig: int,
+) -> float | None:
+    """Collect output until EOF; signal the group once; return when the signal was sent."""
+    signalled = None
+    while (line := _next_line(lines, deadline, child)) is not None:
+        run.lines.append(line)
+        if signal_at is None or signalled is not None or progress is None:
+            continue
+        match = progress.search(line)
+        if match and int(match.group(1)) >= signal_at:
+            os.killpg(child.pid, sig)
+            signalled = time.monotonic()
+            run.signal_sent, run.signalled_at = sig, int(match.group(1))
+    return signalled
 
 
 def drill(
@@ -147,7 +158,9 @@ def _next_line(
         return lines.get(timeout=max(0.0, deadline - time.monotonic()))
     except queue.Empty:
         _kill_group(child)
-        raise DrillError("the workload hung past the drill's timeout") from None
+        raise DrillError(
+            "the workload did not exit within the drill's timeout (ignored SIGTERM?)"
+        ) from None
 
 
 def _kill_group(child: subprocess.Popen[str]) -> None:

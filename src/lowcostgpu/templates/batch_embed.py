@@ -80,6 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if progress.done_count:
         done_items = sum(len(chunks[i]) for i in range(len(chunks)) if _done(progress, i))
         say(f"resumed at item {done_items} (restart {work.env.restart_count})")
+    if progress.should_stop():  # the notice came while we started: nothing in flight
+        say(f"checkpoint step {progress.done_count} on volume")
+        return 0
     model = load_model(args.threads) if progress.done_count < len(chunks) else None
     for index, chunk in enumerate(chunks):
         if _done(progress, index):

@@ -99,13 +99,10 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train_step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    batch: Sequence[torch.Tensor],
-    device: torch.device,
-) -> float:
+def train_step(state: TorchState, batch: Sequence[torch.Tensor], device: torch.device) -> float:
+    model, optimizer, scheduler = state.model, state.optimizer, state.scheduler
+    if optimizer is None or scheduler is None:
+        raise ValueError("the pytorch template trains with an optimizer and a scheduler")
     x, y = (t.to(device) for t in batch)
     noise_scale = 0.05 * random.random()
     noise = torch.from_numpy(np.random.standard_normal(x.shape).astype(np.float32))
@@ -118,11 +115,7 @@ def train_step(
     return float(loss.item())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    work = start_workload()
-    check_run_config(work.volume, args)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def build_state(args: argparse.Namespace, device: torch.device) -> TorchState:
     torch.set_num_threads(args.threads)
     if device.type == "cuda":  # CPU kernels are deterministic already; this import is slow
         torch.use_deterministic_algorithms(True, warn_only=True)
@@ -130,8 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = build_model(args.features, args.hidden).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.steps)
-    state = TorchState(model, optimizer, scheduler)
-    ckpt = Checkpointer(
+    return TorchState(model, optimizer, scheduler)
+
+
+def build_checkpointer(args: argparse.Namespace, work: Workload) -> Checkpointer:
+    return Checkpointer(
         work.volume / "checkpoints",
         keep_last=args.keep_last,
         every_steps=args.every_steps,
@@ -140,6 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metadata=work.metadata,
         notice=work.notice,
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = start_workload()
+    check_run_config(work.volume, args)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    state = build_state(args, device)
+    ckpt = build_checkpointer(args, work)
     loaded = ckpt.load_latest(state.load)
     step, losses = 0, []
     if loaded is not None:
@@ -153,9 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         start_step=step,
         num_workers=args.workers,
     )
-    model.train()
+    state.model.train()
     for batch in loader:
-        losses.append(train_step(model, optimizer, scheduler, batch, device))
+        losses.append(train_step(state, batch, device))
         step += 1
         say(f"step {step} loss {losses[-1]!r}")
         if ckpt.should_stop():
