@@ -1,0 +1,170 @@
+"""In-memory `Runtime` and `Volumes` with the local adapters' semantics; tests drive the workloads.
+
+A fake workload runs from `start` until the test ends it (`finish`, `lose`) or the runtime kills
+it: `signal` only records the SIGTERM (a real workload decides what to do with it), `kill` ends it
+with 137 (128 + SIGKILL, as `LocalRuntime` reports a death by signal). Reports are level-triggered
+exactly like the real runtime's: every `observe` returns every workload until `forget`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from lowcostgpu.adapters.local.state import check_allocation_id
+from lowcostgpu.adapters.local.volumes import check_volume_request
+from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
+from lowcostgpu.ports.runtime import VolumeMount, WorkloadReport, WorkloadStart
+
+SIGKILL_EXIT_CODE = 128 + 9
+
+
+@dataclass
+class _Workload:
+    start: WorkloadStart
+    report: WorkloadReport
+    signals: list[str] = field(default_factory=list)
+    start_calls: int = 1
+
+
+class FakeRuntime:
+    """`Runtime` in memory. `missing_commands`: argv[0]s whose start fails as a missing file."""
+
+    def __init__(
+        self, *, now: Callable[[], Timestamp] = lambda: 0, missing_commands: Iterable[str] = ()
+    ) -> None:
+        self._now = now
+        self._missing = frozenset(missing_commands)
+        self._workloads: dict[str, _Workload] = {}
+        self._logs: dict[str, str] = {}
+
+    # -- the port ----------------------------------------------------------------------------
+
+    def start(self, start: WorkloadStart) -> None:
+        check_allocation_id(start.allocation_id)
+        if not start.argv:
+            raise InvalidRequest(f"workload of {start.instance_id} has an empty command")
+        known = self._workloads.get(start.allocation_id)
+        if known is not None:
+            known.start_calls += 1
+            return
+        report = WorkloadReport(start.allocation_id, start.instance_id, "running", at=self._now())
+        if start.argv[0] in self._missing:
+            reason = f"cannot start command {start.argv[0]!r}: no such file or directory"
+            report = replace(report, phase="start_failed", reason=reason)
+        self._workloads[start.allocation_id] = _Workload(start, report)
+        self._logs.setdefault(start.allocation_id, "")
+
+    def signal(self, allocation_id: str, signal: Literal["SIGTERM"]) -> None:
+        if signal != "SIGTERM":
+            raise InvalidRequest(f"signal {signal!r} is not supported", hint="send 'SIGTERM'")
+        workload = self._workloads.get(allocation_id)
+        if workload is not None and workload.report.phase == "running":
+            workload.signals.append(signal)
+
+    def kill(self, allocation_id: str) -> None:
+        workload = self._workloads.get(allocation_id)
+        if workload is not None and workload.report.phase == "running":
+            workload.signals.append("SIGKILL")
+            self._end(allocation_id, SIGKILL_EXIT_CODE, "")
+
+    def observe(self) -> list[WorkloadReport]:
+        return [self._workloads[a].report for a in sorted(self._workloads)]
+
+    def forget(self, allocation_id: str) -> None:
+        workload = self._workloads.get(allocation_id)
+        if workload is None:
+            return
+        if workload.report.phase in ("starting", "running"):
+            raise Conflict(
+                f"workload {allocation_id} is still {workload.report.phase}; "
+                "it cannot be forgotten yet",
+                hint="signal or kill it, and forget it once observe() reports it exited",
+            )
+        del self._workloads[allocation_id]
+
+    def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:
+        if allocation_id not in self._logs:
+            raise NotFound(f"no workload {allocation_id} on this runtime")
+        data = self._logs[allocation_id].encode()
+        return data[max(0, len(data) - max(0, tail_bytes)) :].decode(errors="replace")
+
+    # -- what the test does to the workloads -------------------------------------------------
+
+    def finish(self, allocation_id: str, exit_code: int) -> None:
+        """The workload exits by itself with `exit_code`."""
+        self._end(allocation_id, exit_code, "")
+
+    def lose(self, allocation_id: str) -> None:
+        """The workload is gone without a recorded exit (its shim was killed): code unknown."""
+        reason = "exit status unknown: the workload and its shim are gone without a record"
+        self._end(allocation_id, None, reason)
+
+    def write_log(self, allocation_id: str, text: str) -> None:
+        self._logs[allocation_id] = self._logs.get(allocation_id, "") + text
+
+    def signals_of(self, allocation_id: str) -> list[str]:
+        """The signals the workload received, in order ('SIGTERM', 'SIGKILL')."""
+        return list(self._workload(allocation_id).signals)
+
+    def started(self, allocation_id: str) -> WorkloadStart:
+        return self._workload(allocation_id).start
+
+    def start_calls(self, allocation_id: str) -> int:
+        return self._workload(allocation_id).start_calls
+
+    def running(self) -> list[str]:
+        return [a for a, w in sorted(self._workloads.items()) if w.report.phase == "running"]
+
+    def _workload(self, allocation_id: str) -> _Workload:
+        workload = self._workloads.get(allocation_id)
+        if workload is None:
+            raise NotFound(f"no workload {allocation_id} on this fake runtime")
+        return workload
+
+    def _end(self, allocation_id: str, exit_code: int | None, reason: str) -> None:
+        workload = self._workload(allocation_id)
+        if workload.report.phase != "running":
+            raise Conflict(f"workload {allocation_id} is {workload.report.phase}, not running")
+        workload.report = replace(
+            workload.report, phase="exited", exit_code=exit_code, reason=reason, at=self._now()
+        )
+
+
+class FakeVolumes:
+    """`Volumes` in memory; the test sets usage with `set_usage`."""
+
+    def __init__(self, *, root: str = "/volumes") -> None:
+        self._root = root
+        self._volumes: dict[tuple[str, str], VolumeMount] = {}
+        self._usage: dict[tuple[str, str], int] = {}
+
+    def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
+        check_volume_request(account_id, name, size_gb)
+        key = (account_id, name)
+        if key not in self._volumes:
+            path = f"{self._root}/{account_id}/{name}"
+            self._volumes[key] = VolumeMount(name=name, size_gb=size_gb, path=path)
+            self._usage[key] = 0
+        return self._volumes[key]
+
+    def usage_bytes(self, account_id: str, name: str) -> int:
+        check_volume_request(account_id, name)
+        if (account_id, name) not in self._volumes:
+            raise NotFound(f"volume {name} of account {account_id} does not exist")
+        return self._usage[(account_id, name)]
+
+    def delete(self, account_id: str, name: str) -> None:
+        check_volume_request(account_id, name)
+        self._volumes.pop((account_id, name), None)
+        self._usage.pop((account_id, name), None)
+
+    def set_usage(self, account_id: str, name: str, used_bytes: int) -> None:
+        if (account_id, name) not in self._volumes:
+            raise NotFound(f"volume {name} of account {account_id} does not exist")
+        self._usage[(account_id, name)] = used_bytes
+
+    def names(self) -> list[tuple[str, str]]:
+        return sorted(self._volumes)

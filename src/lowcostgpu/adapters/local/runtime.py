@@ -1,0 +1,267 @@
+"""The local runtime: each workload is a real process group on this machine, run by a shim.
+
+Layout of `state_dir` (all of it survives a crash of the control plane; see `shim.py`):
+
+    <allocation_id>/   spec.json, lock, shim.json, workload.json, exit.json | start_failed.json,
+                       work/ (the working directory when the workload has no volume)
+    .logs/<allocation_id>.log   stdout + stderr (kept after `forget`, so a failure can be read)
+    .claims/           directories being prepared by `start`, renamed into place when complete
+
+`start` is idempotent and race-free: the claim directory (with its spec and its lock already
+taken) is renamed onto `<allocation_id>/`, which fails if another start won. A server killed
+between the claim and the launch of the shim leaves a claim whose lock nobody holds; the next
+`start` of that allocation (the outbox retries it) launches the shim then.
+
+The workload's environment is `INHERITED_ENV` taken from the server (not all of it: the server's
+secrets stay out of customer code), then `WorkloadStart.env`, then `CUDA_VISIBLE_DEVICES` (the
+allocation's GPU indices, comma-separated; empty for none) and `LOWCOSTGPU_VOLUME` (the volume's
+mount path, also the working directory, when there is a volume).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import secrets
+import shutil
+import signal as signals
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from lowcostgpu.adapters.local import shim
+from lowcostgpu.adapters.local.state import (
+    check_allocation_id,
+    report,
+    shim_alive,
+)
+from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
+from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart
+
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME")
+SHIM_PATH = Path(shim.__file__).resolve()
+_CLAIM_MAX_AGE_S = 3600
+_START_WAIT_S = 2.0  # how long a signal waits for a shim that has not spawned its workload yet
+
+
+class LocalRuntime:
+    """`Runtime` on this machine. Any number of instances may read the same `state_dir`."""
+
+    def __init__(self, state_dir: Path | str, *, base_env: Mapping[str, str] | None = None) -> None:
+        self._dir = Path(state_dir).resolve()
+        self._logs = self._dir / ".logs"
+        self._claims = self._dir / ".claims"
+        for path in (self._dir, self._logs, self._claims):
+            path.mkdir(parents=True, exist_ok=True)
+        self._base_env = dict(base_env) if base_env is not None else _inherited_env()
+        self._shims: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap: no defunct shims
+        self._drop_stale_claims()
+
+    @property
+    def state_dir(self) -> Path:
+        return self._dir
+
+    def start(self, start: WorkloadStart) -> None:
+        check_allocation_id(start.allocation_id)
+        if not start.argv:
+            raise InvalidRequest(
+                f"workload of {start.instance_id} has an empty command",
+                hint="give the command to run, e.g. ['python', 'train.py']",
+            )
+        self._reap()
+        alloc_dir = self._dir / start.allocation_id
+        if alloc_dir.exists():
+            self._relaunch_if_abandoned(alloc_dir)
+            return
+        claim = self._claims / f"{start.allocation_id}.{os.getpid()}.{secrets.token_hex(4)}"
+        claim.mkdir()
+        (claim / "work").mkdir()
+        shim.write_json_atomic(claim / shim.SPEC_RECORD, self._spec(start, alloc_dir))
+        lock_fd = os.open(claim / shim.LOCK_FILE, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held before the rename: nobody relaunches it
+            try:
+                os.rename(claim, alloc_dir)
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+                shutil.rmtree(claim, ignore_errors=True)  # another start won the race
+                return
+            _fsync_dir(self._dir)
+            self._launch(alloc_dir, lock_fd)
+        finally:
+            os.close(lock_fd)
+
+    def signal(self, allocation_id: str, signal: Literal["SIGTERM"]) -> None:
+        if signal != "SIGTERM":
+            raise InvalidRequest(f"signal {signal!r} is not supported", hint="send 'SIGTERM'")
+        self._signal_group(allocation_id, signals.SIGTERM)
+
+    def kill(self, allocation_id: str) -> None:
+        self._signal_group(allocation_id, signals.SIGKILL)
+
+    def observe(self) -> list[WorkloadReport]:
+        self._reap()
+        reports = []
+        for entry in sorted(os.scandir(self._dir), key=lambda e: e.name):
+            if entry.name.startswith(".") or not entry.is_dir():
+                continue
+            found = report(Path(entry.path))
+            if found is not None:
+                reports.append(found)
+        return reports
+
+    def forget(self, allocation_id: str) -> None:
+        """Drop an ended workload's state (its log stays); refuse while anything of it runs."""
+        check_allocation_id(allocation_id)
+        alloc_dir = self._dir / allocation_id
+        found = report(alloc_dir)
+        if found is None:
+            return
+        if found.phase not in ("exited", "start_failed") and (
+            found.phase == "running" or shim_alive(alloc_dir)
+        ):
+            raise Conflict(
+                f"workload {allocation_id} is still {found.phase}; it cannot be forgotten yet",
+                hint="signal or kill it, and forget it once observe() reports it exited",
+            )
+        self._reap()
+        self._shims.pop(allocation_id, None)
+        shutil.rmtree(alloc_dir, ignore_errors=True)
+
+    def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:
+        check_allocation_id(allocation_id)
+        try:
+            with open(self._log_path(allocation_id), "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - max(0, tail_bytes)))
+                return f.read().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            if (self._dir / allocation_id).exists():
+                return ""
+            raise NotFound(f"no workload {allocation_id} on this runtime") from None
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _log_path(self, allocation_id: str) -> Path:
+        return self._logs / f"{allocation_id}.log"
+
+    def _spec(self, start: WorkloadStart, alloc_dir: Path) -> dict[str, Any]:
+        env = {**self._base_env, **start.env}
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in start.gpu_indices)
+        cwd = str(alloc_dir / "work")
+        if start.volume is not None:
+            env["LOWCOSTGPU_VOLUME"] = cwd = start.volume.path
+        return {
+            "instance_id": start.instance_id,
+            "host_id": start.host_id,
+            "restart_count": start.restart_count,
+            "argv": list(start.argv),
+            "env": env,
+            "cwd": cwd,
+            "log_path": str(self._log_path(start.allocation_id)),
+            "at": time.time(),
+        }
+
+    def _launch(self, alloc_dir: Path, lock_fd: int) -> None:
+        """Start the shim in a session of its own, handing it the allocation's lock."""
+        with open(self._log_path(alloc_dir.name), "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", str(SHIM_PATH), str(alloc_dir), str(lock_fd)],
+                pass_fds=(lock_fd,),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd=alloc_dir,
+            )
+        self._shims[alloc_dir.name] = proc
+
+    def _relaunch_if_abandoned(self, alloc_dir: Path) -> None:
+        """Launch the shim of a claim whose starter died before launching it; else nothing."""
+        try:
+            lock_fd = os.open(alloc_dir / shim.LOCK_FILE, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            if not _try_lock(lock_fd) or (alloc_dir / shim.SHIM_RECORD).exists():
+                return  # a shim runs (or ran): the workload was started
+            self._launch(alloc_dir, lock_fd)
+        finally:
+            os.close(lock_fd)
+
+    def _signal_group(self, allocation_id: str, signum: int) -> None:
+        check_allocation_id(allocation_id)
+        alloc_dir = self._dir / allocation_id
+        workload = _await_workload(alloc_dir)
+        if workload is None or not _owns_group(alloc_dir, workload):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(workload["pid"]), signum)
+
+    def _reap(self) -> None:
+        for allocation_id, proc in list(self._shims.items()):
+            if proc.poll() is not None:
+                del self._shims[allocation_id]
+
+    def _drop_stale_claims(self) -> None:
+        cutoff = time.time() - _CLAIM_MAX_AGE_S
+        for entry in os.scandir(self._claims):
+            if entry.stat().st_mtime < cutoff:
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _inherited_env() -> dict[str, str]:
+    return {name: os.environ[name] for name in INHERITED_ENV if name in os.environ}
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _try_lock(fd: int, attempts: int = 5) -> bool:
+    """Take the lock if nobody keeps it; an observer's brief shared lock is waited out."""
+    for attempt in range(attempts):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt + 1 < attempts:
+                time.sleep(0.005)
+    return False
+
+
+def _await_workload(alloc_dir: Path) -> dict[str, Any] | None:
+    """The workload record; while a live shim has not spawned it yet, wait for it a little."""
+    deadline = time.monotonic() + _START_WAIT_S
+    while True:
+        record = shim.read_json(alloc_dir / shim.WORKLOAD_RECORD)
+        if record is not None or not alloc_dir.exists():
+            return record
+        ended = (alloc_dir / shim.START_FAILED_RECORD).exists() or not shim_alive(alloc_dir)
+        if ended or time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
+
+
+def _owns_group(alloc_dir: Path, workload: dict[str, Any]) -> bool:
+    """Is process group `pid` still this workload's? Guards a signal against pid reuse.
+
+    While the leader lives (or is an unreaped zombie) its start time decides. Once it is gone, the
+    kernel does not reuse a pid that still names a process group, so remaining members are ours —
+    unless the exit is recorded: the shim then already killed the group, and the id may be reused.
+    """
+    pid = int(workload["pid"])
+    ticks = shim.process_start_ticks(pid, zombie_too=True)
+    if ticks is not None:
+        return ticks == workload.get("start_ticks")
+    return not (alloc_dir / shim.EXIT_RECORD).exists()

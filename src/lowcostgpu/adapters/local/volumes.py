@@ -1,0 +1,162 @@
+"""Local volumes: directories under `<data_dir>/volumes/<account>/<name>` with a size limit.
+
+When this process is root and loop devices work (checked once), each volume is a sparse ext4
+image (`<data_dir>/volumes/.store/<account>/<name>.img`, `mkfs.ext4 -m 0`: no reserved blocks, so
+the limit is the size) loop-mounted on its directory: a write past the limit fails in the workload
+with ENOSPC. A volume found unmounted (after a reboot, say) is mounted again by `ensure`.
+Otherwise a volume is a plain directory and the limit is only reported (a warning says so once).
+
+Sizes are in GB of `bytes_per_gb` bytes (10**9); tests pass a small `bytes_per_gb` to keep images
+tiny. Usage is what the volume's files take on disk (`du`), the same in both modes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from lowcostgpu.adapters.local.shim import read_json, write_json_atomic
+from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
+from lowcostgpu.ports.runtime import VolumeMount
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
+_ACCOUNT = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_warned = False  # the "limits are not enforced" warning is logged once per process
+
+
+def check_volume_name(name: str) -> None:
+    if not _NAME.fullmatch(name):
+        raise InvalidRequest(
+            f"volume name {name!r} is not valid",
+            hint="use 1 to 63 letters, digits, '-' or '_' (for example 'ckpts')",
+        )
+
+
+def check_volume_request(account_id: str, name: str, size_gb: int | None = None) -> None:
+    """The checks every `Volumes` implementation makes, with the same messages."""
+    if not _ACCOUNT.fullmatch(account_id):
+        raise InvalidRequest(f"account id {account_id!r} is not valid for a volume")
+    check_volume_name(name)
+    if size_gb is not None and (isinstance(size_gb, bool) or size_gb < 1):
+        raise InvalidRequest(
+            f"volume {name} size {size_gb} GB is not valid", hint="give a whole number of GB >= 1"
+        )
+
+
+def loop_mounts_available() -> bool:
+    """Root, a loop-control device and mkfs.ext4: what an enforced size limit needs."""
+    return (
+        os.geteuid() == 0
+        and os.path.exists("/dev/loop-control")
+        and shutil.which("mkfs.ext4") is not None
+        and shutil.which("mount") is not None
+    )
+
+
+class LocalVolumes:
+    """`Volumes` on this machine. `enforce`: None = when possible, True = required, False = no."""
+
+    def __init__(
+        self, data_dir: Path | str, *, bytes_per_gb: int = 10**9, enforce: bool | None = None
+    ) -> None:
+        self._root = Path(data_dir).resolve() / "volumes"
+        self._store = self._root / ".store"
+        self._store.mkdir(parents=True, exist_ok=True)
+        self._bytes_per_gb = bytes_per_gb
+        possible = loop_mounts_available()
+        if enforce and not possible:
+            raise Conflict(
+                "volume size limits need loop-mounted images, which this process cannot make",
+                hint="run as root on a machine with loop devices and mkfs.ext4, or allow "
+                "unenforced limits",
+            )
+        self.enforced = possible if enforce is None else enforce
+        global _warned
+        if not self.enforced and not _warned:
+            _warned = True
+            log.warning(
+                "volumes under %s are plain directories: their size limit is reported, "
+                "not enforced (enforcing needs root, loop devices and mkfs.ext4)",
+                self._root,
+            )
+
+    def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
+        check_volume_request(account_id, name, size_gb)
+        path, meta_path = self._path(account_id, name), self._meta(account_id, name)
+        meta = read_json(meta_path)
+        if meta is None:
+            meta = {"size_gb": size_gb, "enforced": self.enforced}
+            meta_path.parent.mkdir(parents=True, exist_ok=True)
+            if self.enforced:
+                self._make_image(self._image(account_id, name), size_gb)
+            write_json_atomic(meta_path, meta)  # last: a half-made volume is made again
+        path.mkdir(parents=True, exist_ok=True)
+        if meta.get("enforced") and not _is_mounted(path):
+            _run(["mount", "-o", "loop", str(self._image(account_id, name)), str(path)])
+        return VolumeMount(name=name, size_gb=int(meta["size_gb"]), path=str(path))
+
+    def usage_bytes(self, account_id: str, name: str) -> int:
+        check_volume_request(account_id, name)
+        path = self._path(account_id, name)
+        if read_json(self._meta(account_id, name)) is None or not path.is_dir():
+            raise NotFound(f"volume {name} of account {account_id} does not exist")
+        return _disk_usage_bytes(path)
+
+    def delete(self, account_id: str, name: str) -> None:
+        """Unmount and remove the volume and its data; nothing happens if it does not exist."""
+        check_volume_request(account_id, name)
+        path = self._path(account_id, name)
+        if _is_mounted(path):
+            result = subprocess.run(["umount", str(path)], capture_output=True, text=True)
+            if result.returncode != 0:
+                raise Conflict(
+                    f"volume {name} cannot be deleted: {result.stderr.strip() or 'umount failed'}",
+                    hint="stop the workloads that use it first",
+                )
+        self._meta(account_id, name).unlink(missing_ok=True)
+        self._image(account_id, name).unlink(missing_ok=True)
+        shutil.rmtree(path, ignore_errors=True)
+
+    def _path(self, account_id: str, name: str) -> Path:
+        return self._root / account_id / name
+
+    def _meta(self, account_id: str, name: str) -> Path:
+        return self._store / account_id / f"{name}.json"
+
+    def _image(self, account_id: str, name: str) -> Path:
+        return self._store / account_id / f"{name}.img"
+
+    def _make_image(self, image: Path, size_gb: int) -> None:
+        tmp = image.with_name(f".{image.name}.tmp")
+        with open(tmp, "wb") as f:
+            f.truncate(size_gb * self._bytes_per_gb)  # sparse: costs nothing until written
+        _run(["mkfs.ext4", "-q", "-F", "-m", "0", str(tmp)])
+        os.rename(tmp, image)
+
+
+def _run(argv: list[str]) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip()
+        raise Conflict(f"{argv[0]} failed for a volume: {detail}", hint="check the data directory")
+
+
+def _is_mounted(path: Path) -> bool:
+    return os.path.ismount(path)
+
+
+def _disk_usage_bytes(path: Path) -> int:
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        for entry in (*dirnames, *filenames):
+            try:
+                total += os.lstat(os.path.join(dirpath, entry)).st_blocks * 512
+            except FileNotFoundError:
+                continue
+    return total
