@@ -1,0 +1,163 @@
+"""`MemoryStore`: the `Store` port in memory, with exactly the semantics of `SqlStore`.
+
+For tests of the loop and for the simulator. It keeps the same rows the SQL store keeps (built
+and read back by `rows`, so every state goes through the JSON codec and an unstorable value fails
+here as it would there), checks versions the same way, writes a commit all or nothing, and orders
+every query the same way. The suite in `tests/adapters/store` runs against both and a property
+test compares them after random sequences of commits.
+
+The lead lock is per object: a memory store lives in one process, so one object is one store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from lowcostgpu.adapters.store import rows
+from lowcostgpu.core.metering import MeterKey, UsageRecord
+from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.errors import NotFound, StaleWrite
+from lowcostgpu.ports.store import (
+    Commit,
+    EventRecord,
+    OutboxEntry,
+    StoredInstance,
+    VolumeRecord,
+)
+
+_Row = dict[str, Any]
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._instances: dict[str, _Row] = {}
+        self._outbox: dict[str, _Row] = {}  # insertion order is the outbox order
+        self._events: list[_Row] = []
+        self._event_keys: set[str] = set()
+        self._usage: dict[tuple[str, str, Timestamp], _Row] = {}
+        self._metered: dict[MeterKey, Timestamp] = {}
+        self._volumes: dict[tuple[str, str], _Row] = {}
+        self._leader: str | None = None
+
+    def commit(self, commit: Commit) -> None:
+        rows.check_commit(commit)
+        with self._mutex:
+            instances = self._versioned(commit)  # raises before anything is written
+            outbox = [rows.outbox_row(e) for e in commit.outbox]
+            usage = [rows.usage_row(u) for u in commit.usage]
+            volumes = [rows.volume_row(v) for v in commit.volumes]
+            self._instances.update(instances)
+            for o in outbox:
+                self._outbox.setdefault(o["key"], {**o, "done_at": None})
+            self._append_events(commit.events)
+            for u in usage:
+                self._usage.setdefault((u["subject_id"], u["kind"], u["interval_start"]), u)
+            self._metered.update(commit.metered_through)
+            for v in volumes:
+                self._volumes[(v["account_id"], v["name"])] = v
+
+    def _versioned(self, commit: Commit) -> dict[str, _Row]:
+        """The instance rows after `commit`, or `StaleWrite` with nothing changed."""
+        after: dict[str, _Row] = {}
+        for w in commit.instances:
+            current = after.get(w.state.id) or self._instances.get(w.state.id)
+            if w.expected_version is None:
+                if current is not None:
+                    raise StaleWrite(
+                        f"instance {w.state.id} already exists",
+                        hint="someone created it first; re-read it and decide again",
+                    )
+                after[w.state.id] = rows.new_instance_row(w)
+                continue
+            if current is None or current["version"] != w.expected_version:
+                raise StaleWrite(
+                    f"instance {w.state.id} is no longer at version {w.expected_version}",
+                    hint="someone else wrote it first; re-read it and decide again",
+                )
+            version = w.expected_version + 1
+            after[w.state.id] = {**current, **rows.instance_row(w.state), "version": version}
+        return after
+
+    def _append_events(self, events: Sequence[EventRecord]) -> None:
+        new = []
+        seq = self._events[-1]["seq"] if self._events else 0
+        for e in events:
+            if e.key not in self._event_keys:
+                self._event_keys.add(e.key)
+                seq += 1
+                new.append(rows.event_row(e, seq))
+        self._events.extend(new)
+
+    def mark_done(self, keys: Sequence[str], at: Timestamp) -> None:
+        with self._mutex:
+            for key in keys:
+                row = self._outbox.get(key)
+                if row is not None and row["done_at"] is None:
+                    row["done_at"] = at
+
+    def instances(self) -> list[StoredInstance]:
+        with self._mutex:
+            live = [r for r in self._instances.values() if r["status"] != rows.DELETED]
+        return [rows.stored_instance(r) for r in sorted(live, key=lambda r: r["id"])]
+
+    def instance(self, instance_id: str) -> StoredInstance:
+        with self._mutex:
+            row = self._instances.get(instance_id)
+        if row is None:
+            raise NotFound(f"no instance {instance_id}", hint="list instances to see their ids")
+        return rows.stored_instance(row)
+
+    def pending_outbox(self, limit: int = 1000) -> list[OutboxEntry]:
+        if limit <= 0:
+            return []
+        with self._mutex:
+            pending = [r for r in self._outbox.values() if r["done_at"] is None][:limit]
+        return [rows.outbox_entry(r) for r in pending]
+
+    def events(
+        self, *, after_seq: int = 0, account_id: str | None = None, limit: int = 1000
+    ) -> list[EventRecord]:
+        if limit <= 0:
+            return []
+        with self._mutex:
+            found = [
+                r
+                for r in self._events
+                if r["seq"] > after_seq and account_id in (None, r["account_id"])
+            ][:limit]
+        return [rows.event_record(r) for r in found]
+
+    def usage(self, *, account_id: str | None = None) -> list[UsageRecord]:
+        with self._mutex:
+            found = [r for r in self._usage.values() if account_id in (None, r["account_id"])]
+        found.sort(key=lambda r: (r["interval_start"], r["subject_id"], r["kind"]))
+        return [rows.usage_record(r) for r in found]
+
+    def metered_through(self) -> dict[MeterKey, Timestamp]:
+        with self._mutex:
+            return dict(self._metered)
+
+    def volumes(self, account_id: str | None = None) -> list[VolumeRecord]:
+        with self._mutex:
+            found = [r for r in self._volumes.values() if account_id in (None, r["account_id"])]
+        found.sort(key=lambda r: (r["account_id"], r["name"]))
+        return [rows.volume_record(r) for r in found]
+
+    def try_lead(self, owner: str) -> bool:
+        with self._mutex:
+            if self._leader in (None, owner):
+                self._leader = owner
+                return True
+            return False
+
+    def release_lead(self, owner: str) -> None:
+        with self._mutex:
+            if self._leader == owner:
+                self._leader = None
+
+    def close(self) -> None:
+        with self._mutex:
+            self._leader = None

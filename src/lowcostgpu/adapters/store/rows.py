@@ -1,0 +1,177 @@
+"""Records of the port as table rows and back; shared by the SQL store and checked by its tests.
+
+Also the checks every store makes on a commit before writing anything, so the SQL store and the
+in-memory fake refuse the same malformed commits with the same errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lowcostgpu.adapters.store import codec
+from lowcostgpu.adapters.store.errors import StoreDataError
+from lowcostgpu.core.lifecycle import InstanceState
+from lowcostgpu.core.metering import UsageKind, UsageRecord
+from lowcostgpu.domain.capacity import CapacityClass
+from lowcostgpu.domain.errors import InvalidRequest
+from lowcostgpu.domain.events import EventType, Reason
+from lowcostgpu.domain.status import InstanceStatus
+from lowcostgpu.ports.store import (
+    Commit,
+    EventRecord,
+    InstanceWrite,
+    LaunchRecord,
+    OutboxEntry,
+    StoredInstance,
+    VolumeRecord,
+)
+
+_USAGE_KINDS = ("gpu", "storage")
+Row = Mapping[Any, Any]  # a dict, or a SQLAlchemy RowMapping
+
+
+def check_commit(commit: Commit) -> None:
+    """`InvalidRequest` for a commit no store could write (a caller's bug, not a conflict)."""
+    for w in commit.instances:
+        if w.expected_version is None and w.launch is None:
+            raise InvalidRequest(f"instance {w.state.id}: a new instance needs its launch record")
+        if w.launch is not None and w.launch.instance_id != w.state.id:
+            raise InvalidRequest(
+                f"instance {w.state.id}: its launch record is for {w.launch.instance_id}"
+            )
+    for u in commit.usage:
+        if u.kind not in _USAGE_KINDS:
+            raise InvalidRequest(f"usage of {u.subject_id}: unknown kind {u.kind!r}")
+    for subject, kind in commit.metered_through:
+        if kind not in _USAGE_KINDS:
+            raise InvalidRequest(f"metered_through of {subject}: unknown kind {kind!r}")
+
+
+def new_instance_row(w: InstanceWrite) -> dict[str, Any]:
+    assert w.launch is not None  # check_commit refused it otherwise
+    return {**instance_row(w.state), "version": 1, "launch": codec.dumps(w.launch)}
+
+
+def instance_row(state: InstanceState) -> dict[str, Any]:
+    return {
+        "id": state.id,
+        "account_id": state.account_id,
+        "status": state.status.value,
+        "state": codec.dumps(state),
+    }
+
+
+def stored_instance(row: Row) -> StoredInstance:
+    return StoredInstance(
+        state=codec.loads(InstanceState, row["state"]),
+        launch=codec.loads(LaunchRecord, row["launch"]),
+        version=row["version"],
+    )
+
+
+def outbox_row(entry: OutboxEntry) -> dict[str, Any]:
+    return {
+        "key": entry.key,
+        "kind": entry.kind,
+        "payload": codec.dumps(entry.payload),
+        "created_at": entry.created_at,
+        "attempts": entry.attempts,
+    }
+
+
+def outbox_entry(row: Row) -> OutboxEntry:
+    return OutboxEntry(
+        key=row["key"],
+        kind=row["kind"],
+        payload=codec.loads(dict[str, Any], row["payload"]),
+        created_at=row["created_at"],
+        attempts=row["attempts"],
+    )
+
+
+def event_row(e: EventRecord, seq: int) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "key": e.key,
+        "at": e.at,
+        "account_id": e.account_id,
+        "object_kind": e.object_kind,
+        "object_id": e.object_id,
+        "type": e.type.value,
+        "reason": e.reason.value,
+        "message": e.message,
+        "data": codec.dumps(e.data),
+    }
+
+
+def event_record(row: Row) -> EventRecord:
+    return EventRecord(
+        key=row["key"],
+        at=row["at"],
+        account_id=row["account_id"],
+        object_kind=row["object_kind"],
+        object_id=row["object_id"],
+        type=codec.decode(EventType, row["type"], f"event {row['key']}.type"),
+        reason=codec.decode(Reason, row["reason"], f"event {row['key']}.reason"),
+        message=row["message"],
+        data=codec.loads(dict[str, Any], row["data"]),
+        seq=row["seq"],
+    )
+
+
+def usage_row(u: UsageRecord) -> dict[str, Any]:
+    return {
+        "subject_id": u.subject_id,
+        "kind": u.kind,
+        "interval_start": u.interval_start,
+        "account_id": u.account_id,
+        "resource": u.resource,
+        "capacity_class": None if u.capacity_class is None else u.capacity_class.value,
+        "interval_end": u.interval_end,
+        "seconds": u.seconds,
+        "quantity": u.quantity,
+        "quantity_s": u.quantity_s,
+    }
+
+
+def usage_kind(kind: str) -> UsageKind:
+    if kind == "gpu":
+        return "gpu"
+    if kind == "storage":
+        return "storage"
+    raise StoreDataError(f"unknown usage kind {kind!r} in the store")
+
+
+def usage_record(row: Row) -> UsageRecord:
+    cc = row["capacity_class"]
+    return UsageRecord(
+        subject_id=row["subject_id"],
+        account_id=row["account_id"],
+        kind=usage_kind(row["kind"]),
+        resource=row["resource"],
+        capacity_class=None if cc is None else codec.decode(CapacityClass, cc, "capacity_class"),
+        interval_start=row["interval_start"],
+        interval_end=row["interval_end"],
+        seconds=row["seconds"],
+        quantity=row["quantity"],
+        quantity_s=row["quantity_s"],
+    )
+
+
+def volume_row(v: VolumeRecord) -> dict[str, Any]:
+    return {
+        "account_id": v.account_id,
+        "name": v.name,
+        "size_gb": v.size_gb,
+        "created_at": v.created_at,
+        "deleted_at": v.deleted_at,
+    }
+
+
+def volume_record(row: Row) -> VolumeRecord:
+    return VolumeRecord(**{k: row[k] for k in _VOLUME_FIELDS})
+
+
+_VOLUME_FIELDS = ("account_id", "name", "size_gb", "created_at", "deleted_at")
+DELETED = InstanceStatus.DELETED.value

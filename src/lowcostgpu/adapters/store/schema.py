@@ -1,0 +1,113 @@
+"""The store's tables (SQLAlchemy Core). Alembic creates them; this module only describes them.
+
+Six tables, one per kind of record of the `Store` port. Text columns have no length limit (so
+SQLite and PostgreSQL accept the same values). Timestamps are integer seconds since the
+epoch (the core's `Timestamp`), never database clock values: the store never reads the time.
+
+- instances: the lifecycle state as JSON (see `codec`), its launch record, and the version that
+  optimistic concurrency checks. `account_id` and `status` are copied out of the JSON for queries;
+  a partial index covers the instances that are not deleted (what `instances()` returns).
+- outbox: effects to carry out; `position` is the insertion order, `done_at` NULL while pending
+  (a partial index keeps the pending ones cheap to find however long the history grows).
+- events: append-only; `seq` is assigned by the store, strictly increasing in commit order;
+  `key` deduplicates an event written twice after a crash.
+- usage: one row per (subject, kind, interval); inserted once, never updated.
+- metered_through: per (subject, kind), up to when usage is in the table.
+- volumes: per (account, name).
+
+`tests/adapters/store` checks that the migrations produce exactly these tables.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+# SQLite autoincrements only an INTEGER PRIMARY KEY (a BIGINT one is not a rowid alias).
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+metadata = sa.MetaData()
+
+instances = sa.Table(
+    "instances",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("account_id", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("launch", sa.Text, nullable=False),
+    sa.Index(
+        "ix_instances_live",
+        "id",
+        sqlite_where=sa.text("status <> 'deleted'"),
+        postgresql_where=sa.text("status <> 'deleted'"),
+    ),
+)
+
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("position", BigId, primary_key=True, autoincrement=True),
+    sa.Column("key", sa.Text, nullable=False, unique=True),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("done_at", sa.BigInteger, nullable=True),
+    sa.Index(
+        "ix_outbox_pending",
+        "position",
+        sqlite_where=sa.text("done_at IS NULL"),
+        postgresql_where=sa.text("done_at IS NULL"),
+    ),
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("key", sa.Text, nullable=False, unique=True),
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.Column("account_id", sa.Text, nullable=False),
+    sa.Column("object_kind", sa.Text, nullable=False),
+    sa.Column("object_id", sa.Text, nullable=False),
+    sa.Column("type", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Index("ix_events_account_seq", "account_id", "seq"),
+)
+
+usage = sa.Table(
+    "usage",
+    metadata,
+    sa.Column("subject_id", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, primary_key=True),
+    sa.Column("interval_start", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("account_id", sa.Text, nullable=False),
+    sa.Column("resource", sa.Text, nullable=False),
+    sa.Column("capacity_class", sa.Text, nullable=True),
+    sa.Column("interval_end", sa.BigInteger, nullable=False),
+    sa.Column("seconds", sa.BigInteger, nullable=False),
+    sa.Column("quantity", sa.BigInteger, nullable=False),
+    sa.Column("quantity_s", sa.BigInteger, nullable=False),
+    sa.Index("ix_usage_account_interval", "account_id", "interval_start"),
+)
+
+metered_through = sa.Table(
+    "metered_through",
+    metadata,
+    sa.Column("subject_id", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, primary_key=True),
+    sa.Column("through", sa.BigInteger, nullable=False),
+)
+
+volumes = sa.Table(
+    "volumes",
+    metadata,
+    sa.Column("account_id", sa.Text, primary_key=True),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("size_gb", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("deleted_at", sa.BigInteger, nullable=True),
+)

@@ -1,0 +1,300 @@
+"""`SqlStore`: the `Store` port on SQLAlchemy 2, over SQLite (embedded) or PostgreSQL.
+
+A commit is one database transaction. Instances are written with optimistic concurrency: an
+update must find its row at the expected version (`UPDATE ... WHERE id = ? AND version = ?` hits
+exactly one row), a new instance must not exist yet; otherwise the transaction rolls back whole
+and `StaleWrite` is raised. Outbox entries, events and usage records are inserted unless their key
+exists (`ON CONFLICT DO NOTHING` on both dialects), so a commit replayed after a crash is harmless.
+
+Event `seq` numbers are assigned as max + 1 while holding a lock that serializes event writers
+(SQLite: the write transaction itself; PostgreSQL: a transaction-level advisory lock), so they
+grow strictly in commit order and a reader paging with `after_seq` never skips a late commit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic.util.exc import CommandError
+from sqlalchemy.dialects import postgresql, sqlite
+
+from lowcostgpu.adapters.store import rows
+from lowcostgpu.adapters.store import schema as t
+from lowcostgpu.adapters.store.engine import (
+    WRITE,
+    Target,
+    check_sqlite_path,
+    create_engine,
+    parse_url,
+)
+from lowcostgpu.adapters.store.errors import StoreUnavailable, translated
+from lowcostgpu.adapters.store.locks import AdvisoryLead, FileLead, Lead, advisory_key
+from lowcostgpu.adapters.store.migrate import upgrade_to_head
+from lowcostgpu.core.metering import MeterKey, UsageRecord
+from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.errors import NotFound, StaleWrite
+from lowcostgpu.ports.store import (
+    Commit,
+    EventRecord,
+    InstanceWrite,
+    OutboxEntry,
+    StoredInstance,
+    VolumeRecord,
+)
+
+_CHUNK = 500  # keys per IN (...) list
+
+
+class SqlStore:
+    """Open with `SqlStore.open(url)`; it migrates the schema to head before returning."""
+
+    def __init__(self, engine: sa.Engine, target: Target, lead: Lead) -> None:
+        self._engine = engine
+        self._target = target
+        self._pg = engine.dialect.name == "postgresql"
+        self._lead = lead
+        self._leader: str | None = None
+        self._lead_mutex = threading.Lock()
+        self._events_key: int | None = None
+
+    @classmethod
+    def open(cls, url: str) -> SqlStore:
+        target = parse_url(url)
+        path = target.sqlite_path
+        fresh = False
+        if path is not None:
+            check_sqlite_path(path)
+            fresh = not path.exists()
+        engine = create_engine(target)
+        try:
+            with translated(target.shown):
+                _migrate(engine, target)
+        except BaseException:
+            engine.dispose()
+            if fresh and path is not None:
+                _remove_sqlite_files(path)
+            raise
+        lead: Lead = AdvisoryLead(engine) if path is None else FileLead(_lead_path(path))
+        return cls(engine, target, lead)
+
+    @property
+    def url(self) -> str:
+        """The URL with its password hidden."""
+        return self._target.shown
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def commit(self, commit: Commit) -> None:
+        rows.check_commit(commit)
+        with self._write() as conn:
+            for w in commit.instances:
+                self._write_instance(conn, w)
+            if commit.outbox:
+                stmt = self._insert(t.outbox).on_conflict_do_nothing(index_elements=["key"])
+                conn.execute(stmt, [rows.outbox_row(e) for e in commit.outbox])
+            if commit.events:
+                self._insert_events(conn, commit.events)
+            if commit.usage:
+                keys = ["subject_id", "kind", "interval_start"]
+                stmt = self._insert(t.usage).on_conflict_do_nothing(index_elements=keys)
+                conn.execute(stmt, [rows.usage_row(u) for u in commit.usage])
+            if commit.metered_through:
+                self._upsert_metered(conn, commit.metered_through)
+            if commit.volumes:
+                self._upsert_volumes(conn, commit.volumes)
+
+    def mark_done(self, keys: Sequence[str], at: Timestamp) -> None:
+        with self._write() as conn:
+            for chunk in _chunks(list(dict.fromkeys(keys))):
+                conn.execute(
+                    sa.update(t.outbox)
+                    .where(t.outbox.c.key.in_(chunk), t.outbox.c.done_at.is_(None))
+                    .values(done_at=at)
+                )
+
+    def _write_instance(self, conn: sa.Connection, w: InstanceWrite) -> None:
+        if w.expected_version is None:
+            stmt = self._insert(t.instances).on_conflict_do_nothing(index_elements=["id"])
+            new = rows.new_instance_row(w)
+            result = conn.execute(stmt, new, execution_options={"preserve_rowcount": True})
+            if result.rowcount != 1:
+                raise StaleWrite(
+                    f"instance {w.state.id} already exists",
+                    hint="someone created it first; re-read it and decide again",
+                )
+            return
+        result = conn.execute(
+            sa.update(t.instances)
+            .where(t.instances.c.id == w.state.id, t.instances.c.version == w.expected_version)
+            .values(**rows.instance_row(w.state), version=w.expected_version + 1)
+        )
+        if result.rowcount != 1:
+            raise StaleWrite(
+                f"instance {w.state.id} is no longer at version {w.expected_version}",
+                hint="someone else wrote it first; re-read it and decide again",
+            )
+
+    def _insert_events(self, conn: sa.Connection, events: Sequence[EventRecord]) -> None:
+        if self._pg:
+            if self._events_key is None:
+                self._events_key = advisory_key("events", conn)
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": self._events_key})
+        seen: set[str] = set()
+        for chunk in _chunks(list({e.key for e in events})):
+            seen.update(conn.scalars(sa.select(t.events.c.key).where(t.events.c.key.in_(chunk))))
+        seq = conn.scalar(sa.select(sa.func.coalesce(sa.func.max(t.events.c.seq), 0))) or 0
+        new: list[dict[str, Any]] = []
+        for e in events:
+            if e.key not in seen:
+                seen.add(e.key)
+                seq += 1
+                new.append(rows.event_row(e, seq))
+        if new:
+            conn.execute(sa.insert(t.events), new)
+
+    def _upsert_metered(self, conn: sa.Connection, through: Mapping[MeterKey, Timestamp]) -> None:
+        stmt = self._insert(t.metered_through)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["subject_id", "kind"], set_={"through": stmt.excluded.through}
+        )
+        values = [{"subject_id": s, "kind": k, "through": at} for (s, k), at in through.items()]
+        conn.execute(stmt, values)
+
+    def _upsert_volumes(self, conn: sa.Connection, volumes: Sequence[VolumeRecord]) -> None:
+        last = {(v.account_id, v.name): v for v in volumes}  # one statement may not hit a row twice
+        stmt = self._insert(t.volumes)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["account_id", "name"],
+            set_={c: stmt.excluded[c] for c in ("size_gb", "created_at", "deleted_at")},
+        )
+        conn.execute(stmt, [rows.volume_row(v) for v in last.values()])
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def instances(self) -> list[StoredInstance]:
+        q = sa.select(t.instances).where(t.instances.c.status != rows.DELETED)
+        return [
+            rows.stored_instance(r) for r in self._rows(q.order_by(self._text(t.instances.c.id)))
+        ]
+
+    def instance(self, instance_id: str) -> StoredInstance:
+        found = self._rows(sa.select(t.instances).where(t.instances.c.id == instance_id))
+        if not found:
+            raise NotFound(f"no instance {instance_id}", hint="list instances to see their ids")
+        return rows.stored_instance(found[0])
+
+    def pending_outbox(self, limit: int = 1000) -> list[OutboxEntry]:
+        if limit <= 0:
+            return []
+        q = sa.select(t.outbox).where(t.outbox.c.done_at.is_(None))
+        q = q.order_by(t.outbox.c.position).limit(limit)
+        return [rows.outbox_entry(r) for r in self._rows(q)]
+
+    def events(
+        self, *, after_seq: int = 0, account_id: str | None = None, limit: int = 1000
+    ) -> list[EventRecord]:
+        if limit <= 0:
+            return []
+        q = sa.select(t.events).where(t.events.c.seq > after_seq)
+        if account_id is not None:
+            q = q.where(t.events.c.account_id == account_id)
+        q = q.order_by(t.events.c.seq).limit(limit)
+        return [rows.event_record(r) for r in self._rows(q)]
+
+    def usage(self, *, account_id: str | None = None) -> list[UsageRecord]:
+        q = sa.select(t.usage)
+        if account_id is not None:
+            q = q.where(t.usage.c.account_id == account_id)
+        q = q.order_by(
+            t.usage.c.interval_start, self._text(t.usage.c.subject_id), self._text(t.usage.c.kind)
+        )
+        return [rows.usage_record(r) for r in self._rows(q)]
+
+    def metered_through(self) -> dict[MeterKey, Timestamp]:
+        found = self._rows(sa.select(t.metered_through))
+        return {(r["subject_id"], rows.usage_kind(r["kind"])): r["through"] for r in found}
+
+    def volumes(self, account_id: str | None = None) -> list[VolumeRecord]:
+        q = sa.select(t.volumes)
+        if account_id is not None:
+            q = q.where(t.volumes.c.account_id == account_id)
+        q = q.order_by(self._text(t.volumes.c.account_id), self._text(t.volumes.c.name))
+        return [rows.volume_record(r) for r in self._rows(q)]
+
+    # --- the single-writer lock ------------------------------------------------------------
+
+    def try_lead(self, owner: str) -> bool:
+        with self._lead_mutex:
+            if self._leader not in (None, owner):
+                return False
+            with translated(self.url):
+                got = self._lead.try_acquire()
+            self._leader = owner if got else None
+            return got
+
+    def release_lead(self, owner: str) -> None:
+        with self._lead_mutex:
+            if self._leader != owner:
+                return
+            self._leader = None
+            with translated(self.url):
+                self._lead.release()
+
+    def close(self) -> None:
+        with self._lead_mutex:
+            self._leader = None
+            self._lead.release()
+        self._engine.dispose()
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sa.Connection]:
+        with (
+            translated(self.url),
+            self._engine.connect().execution_options(**{WRITE: True}) as conn,
+            conn.begin(),
+        ):
+            yield conn
+
+    def _rows(self, query: sa.Select[Any]) -> list[sa.RowMapping]:
+        with translated(self.url), self._engine.connect() as conn:
+            return list(conn.execute(query).mappings())
+
+    def _text(self, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
+        """Sort text by code point on both dialects (as Python does, and as SQLite does)."""
+        return column.collate("C") if self._pg else column
+
+    def _insert(self, table: sa.Table) -> Any:
+        """An INSERT that knows ON CONFLICT, for this dialect."""
+        return postgresql.insert(table) if self._pg else sqlite.insert(table)
+
+
+def _migrate(engine: sa.Engine, target: Target) -> None:
+    try:
+        upgrade_to_head(engine)
+    except CommandError as e:
+        raise StoreUnavailable(
+            f"cannot bring the database at {target.shown} to this version's schema: {e}",
+            hint="the database was probably written by a newer lowcostgpu; upgrade this one",
+        ) from None
+
+
+def _lead_path(db: Path) -> Path:
+    return db.with_name(db.name + ".lead")
+
+
+def _remove_sqlite_files(path: Path) -> None:
+    """Leave no partial state behind when a fresh database could not be set up."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        p.unlink(missing_ok=True)
+
+
+def _chunks(items: list[str]) -> Iterator[list[str]]:
+    for i in range(0, len(items), _CHUNK):
+        yield items[i : i + _CHUNK]

@@ -1,0 +1,157 @@
+"""Shared by the store suite: three backends and builders of records.
+
+The backends: the in-memory fake, SQLite in a temp dir, PostgreSQL.
+
+PostgreSQL is the server at 127.0.0.1:5432 (trust auth, database `test`). Each test gets a schema
+of its own (selected through the connection's search_path), dropped afterwards, so runs are
+independent and may run in parallel. No server: the PostgreSQL cases skip, unless `CI` is set,
+where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from lowcostgpu.adapters.store import MemoryStore, SqlStore
+from lowcostgpu.core.lifecycle import InstanceState, Run
+from lowcostgpu.domain.capacity import CapacityClass, PoolKey
+from lowcostgpu.domain.status import InstanceStatus
+from lowcostgpu.ports.store import LaunchRecord, Store
+
+PG_URL = os.environ.get("LOWCOSTGPU_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+BACKENDS = ["memory", "sqlite", "postgresql"]
+
+
+@cache
+def _pg_problem() -> str | None:
+    try:
+        with psycopg.connect(PG_URL, connect_timeout=3):
+            return None
+    except psycopg.Error as e:
+        return f"no PostgreSQL at {PG_URL}: {str(e).strip().splitlines()[0]}"
+
+
+def require_pg() -> None:
+    problem = _pg_problem()
+    if problem is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{problem} (CI is set, so the PostgreSQL store must be tested)")
+    pytest.skip(problem)
+
+
+@contextmanager
+def pg_schema() -> Iterator[str]:
+    """A store URL on a fresh schema of its own; the schema is dropped afterwards."""
+    require_pg()
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{name}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+@dataclass
+class Backend:
+    """Opens stores on one database (several objects: as several servers would)."""
+
+    name: str
+    url: str | None  # None: the memory fake
+    opened: list[Store] = field(default_factory=list)
+
+    def open(self) -> Store:
+        store: Store = MemoryStore() if self.url is None else SqlStore.open(self.url)
+        self.opened.append(store)
+        return store
+
+    def close_all(self) -> None:
+        for s in self.opened:
+            s.close()
+
+
+@contextmanager
+def backend_for(name: str, tmp_path: Path) -> Iterator[Backend]:
+    if name == "memory":
+        backend = Backend(name, None)
+    elif name == "sqlite":
+        backend = Backend(name, f"sqlite:///{tmp_path / 'store.db'}")
+    else:
+        with pg_schema() as url:
+            backend = Backend(name, url)
+            try:
+                yield backend
+            finally:
+                backend.close_all()
+        return
+    try:
+        yield backend
+    finally:
+        backend.close_all()
+
+
+# --- builders -------------------------------------------------------------------------------
+
+POOL = PoolKey("eu-west", "H100")
+
+
+def state(instance_id: str = "i-1", **changes: object) -> InstanceState:
+    base: dict[str, object] = {
+        "id": instance_id,
+        "account_id": "acct-1",
+        "pool": POOL,
+        "gpus": 1,
+        "capacity_class": CapacityClass.INTERRUPTIBLE,
+    }
+    return InstanceState(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def rich_state(instance_id: str = "i-rich") -> InstanceState:
+    """Every field away from its default, nested runs included."""
+    return InstanceState(
+        id=instance_id,
+        account_id="acct-ü",
+        pool=PoolKey("us-east", "A100-80GB"),
+        gpus=4,
+        capacity_class=CapacityClass.ON_DEMAND,
+        status=InstanceStatus.INTERRUPTING,
+        auto_requeue=False,
+        grace_period_s=45,
+        enqueued_at=1_700_000_000,
+        restart_count=2,
+        placement_count=3,
+        allocation_id="alloc-7",
+        host_id="host-3",
+        gpu_indices=(5, 1, 3, 0),
+        waiting_for=frozenset({"alloc-2", "alloc-10"}),
+        started_at=1_700_000_100,
+        notice_at=1_700_000_200,
+        deadline=1_700_000_245,
+        drain_reason="reclaim",
+        preempted_for="i-other",
+        stop_requested=True,
+        last_checkpoint_step=1234,
+        last_checkpoint_at=1_700_000_190,
+        interruption_count=2,
+        last_interrupted_at=1_700_000_050,
+        exit_code=-15,
+        failure_reason="line 1\nline 2 «quoted»",
+        completed_reported=True,
+        runs=(Run("alloc-1", 1_699_999_000, 1_699_999_500), Run("alloc-7", 1_700_000_100)),
+    )
+
+
+def launch(instance_id: str = "i-1", **changes: object) -> LaunchRecord:
+    base: dict[str, object] = {"instance_id": instance_id, "account_id": "acct-1", "argv": ("run",)}
+    return LaunchRecord(**{**base, **changes})  # type: ignore[arg-type]
