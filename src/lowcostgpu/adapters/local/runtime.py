@@ -130,8 +130,7 @@ class LocalRuntime:
                 f"workload {allocation_id} is still {found.phase}; it cannot be forgotten yet",
                 hint="signal or kill it, and forget it once observe() reports it exited",
             )
-        self._reap()
-        self._shims.pop(allocation_id, None)
+        self._reap()  # a shim still exiting stays in `_shims`, to be reaped by a later call
         shutil.rmtree(alloc_dir, ignore_errors=True)
 
     def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:

@@ -1,0 +1,204 @@
+"""Harnesses that let one test suite drive real (LocalRuntime) and fake (FakeRuntime) workloads.
+
+Every local test ends with no workload group left, no live shim, and no zombie child of the test
+process: the fixture kills what a test left behind and then checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lowcostgpu.adapters.fakes import FakeRuntime
+from lowcostgpu.adapters.local import LocalRuntime
+from lowcostgpu.adapters.local import shim as shim_files
+from lowcostgpu.adapters.local.state import shim_alive
+from lowcostgpu.ports.runtime import VolumeMount, WorkloadReport, WorkloadStart
+
+PROGRAM = Path(__file__).with_name("workload_program.py")
+MISSING_COMMAND = "/nonexistent/lowcostgpu-no-such-command"
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or predicate}")
+        time.sleep(0.02)
+
+
+def report_of(runtime: Any, allocation_id: str) -> WorkloadReport | None:
+    return next((r for r in runtime.observe() if r.allocation_id == allocation_id), None)
+
+
+def wait_phase(runtime: Any, allocation_id: str, phase: str) -> WorkloadReport:
+    def found() -> WorkloadReport | None:
+        r = report_of(runtime, allocation_id)
+        return r if r is not None and r.phase == phase else None
+
+    return wait_for(found, what=f"{allocation_id} {phase}")  # type: ignore[no-any-return]
+
+
+def workload_start(allocation_id: str, argv: tuple[str, ...], **kw: Any) -> WorkloadStart:
+    fields: dict[str, Any] = {
+        "instance_id": f"i-{allocation_id}",
+        "allocation_id": allocation_id,
+        "host_id": "h-1",
+        "gpu_indices": (0, 2),
+        "restart_count": 0,
+        "argv": argv,
+    }
+    fields.update(kw)
+    return WorkloadStart(**fields)
+
+
+class LocalHarness:
+    """Real workloads: `workload_program.py`, driven through a control directory each."""
+
+    name = "local"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.runtime = LocalRuntime(root / "state")
+        self.others: list[LocalRuntime] = []
+
+    def another_runtime(self) -> LocalRuntime:
+        """A runtime on the same state directory (a restarted server); reaped at cleanup."""
+        runtime = LocalRuntime(self.runtime.state_dir)
+        self.others.append(runtime)
+        return runtime
+
+    def control(self, allocation_id: str) -> Path:
+        path = self.root / "control" / allocation_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def argv(self, allocation_id: str, *extra: str) -> tuple[str, ...]:
+        return (sys.executable, str(PROGRAM), str(self.control(allocation_id)), *extra)
+
+    def start(self, allocation_id: str, *extra: str, **kw: Any) -> WorkloadStart:
+        start = workload_start(allocation_id, self.argv(allocation_id, *extra), **kw)
+        self.runtime.start(start)
+        return start
+
+    def wait_running(self, allocation_id: str) -> None:
+        wait_phase(self.runtime, allocation_id, "running")
+        wait_for(lambda: (self.control(allocation_id) / "ready").exists(), what="ready")
+
+    def finish(self, allocation_id: str, exit_code: int) -> None:
+        tmp = self.control(allocation_id) / "exit.tmp"
+        tmp.write_text(str(exit_code))
+        tmp.rename(self.control(allocation_id) / "exit")
+
+    def got_sigterm(self, allocation_id: str) -> bool:
+        marker = self.control(allocation_id) / "sigterm-main"
+        wait_for(marker.exists, timeout_s=5, what="SIGTERM marker")
+        return True
+
+    def process_count(self, allocation_id: str) -> int:
+        return len(processes_mentioning(str(self.control(allocation_id))))
+
+    def cleanup(self) -> None:
+        state = self.runtime.state_dir
+        for alloc_dir in [p for p in state.iterdir() if not p.name.startswith(".")]:
+            record = shim_files.read_json(alloc_dir / shim_files.WORKLOAD_RECORD)
+            if record is not None and shim_files.process_start_ticks(record["pid"]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(record["pid"], signal.SIGKILL)
+            shim_record = shim_files.read_json(alloc_dir / shim_files.SHIM_RECORD)
+            if shim_record is not None and shim_alive(alloc_dir):
+                wait_for(lambda d=alloc_dir: not shim_alive(d), timeout_s=5, what="shim exit")
+        leftovers = lambda: not processes_mentioning(str(self.root))  # noqa: E731
+        wait_for(leftovers, timeout_s=5, what=f"no process left: {processes_mentioning(str(self.root))}")
+        for runtime in (self.runtime, *self.others):
+            runtime.observe()  # reaps the shims this runtime started
+        assert not zombie_children(), f"zombie children: {zombie_children()}"
+
+
+class FakeHarness:
+    """Fake workloads: the test ends them through the fake's own controls."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.runtime = FakeRuntime(missing_commands=[MISSING_COMMAND])
+
+    def start(self, allocation_id: str, *extra: str, **kw: Any) -> WorkloadStart:
+        start = workload_start(allocation_id, ("train", *extra), **kw)
+        self.runtime.start(start)
+        return start
+
+    def wait_running(self, allocation_id: str) -> None:
+        wait_phase(self.runtime, allocation_id, "running")
+
+    def finish(self, allocation_id: str, exit_code: int) -> None:
+        self.runtime.finish(allocation_id, exit_code)
+
+    def got_sigterm(self, allocation_id: str) -> bool:
+        return "SIGTERM" in self.runtime.signals_of(allocation_id)
+
+    def process_count(self, allocation_id: str) -> int:
+        return 1 if allocation_id in self.runtime.running() else 0
+
+    def cleanup(self) -> None:
+        pass
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes (not zombies) whose command line contains `text`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if text in cmdline and shim_files.process_start_ticks(int(entry)) is not None:
+            found.append(int(entry))
+    return found
+
+
+def zombie_children() -> list[int]:
+    me, zombies = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] == "Z" and int(fields[1]) == me:
+            zombies.append(int(entry))
+    return zombies
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[LocalHarness]:
+    harness = LocalHarness(tmp_path)
+    yield harness
+    harness.cleanup()
+
+
+@pytest.fixture(params=["local", "fake"])
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalHarness | FakeHarness]:
+    h: LocalHarness | FakeHarness = LocalHarness(tmp_path) if request.param == "local" else FakeHarness()
+    yield h
+    h.cleanup()
+
+
+def volume_mount(path: Path) -> VolumeMount:
+    path.mkdir(parents=True, exist_ok=True)
+    return VolumeMount(name="ckpts", size_gb=1, path=str(path))
