@@ -4,7 +4,8 @@
     .venv/bin/python bench/sdk_checkpoint.py --sizes 10 --repeats 5 --dir /mnt/volume
 
 "blocked" is how long `Checkpointer.save` / `save_async` held the training loop; "durable" is
-until the checkpoint was fsynced, marked complete and renamed into place. The state is model +
+until the checkpoint was fsynced, marked complete and renamed into place; "verify" is what a
+restart pays to checksum the newest checkpoint before trusting it. The state is model +
 AdamW moments (3 × parameters × 4 bytes). The last table starts the pytorch template, sends
 SIGTERM to its process group mid-run and times until it has checkpointed and exited.
 """
@@ -45,8 +46,10 @@ def warm_state(million_params: int) -> TorchState:
     return TorchState(model, optimizer)
 
 
-def time_saves(state: TorchState, mode: str, directory: Path, repeats: int) -> tuple[float, float]:
-    """Median (blocked_s, durable_s) over `repeats` saves."""
+def time_saves(
+    state: TorchState, mode: str, directory: Path, repeats: int
+) -> tuple[float, float, float]:
+    """Median (blocked_s, durable_s) over `repeats` saves, and the time to verify the last."""
     ckpt = Checkpointer(directory / mode, keep_last=1, notice=StopNotice())
     blocked, durable = [], []
     for step in range(1, repeats + 1):
@@ -60,7 +63,9 @@ def time_saves(state: TorchState, mode: str, directory: Path, repeats: int) -> t
         blocked.append(time.perf_counter() - started)
         ckpt.wait()
         durable.append(time.perf_counter() - started)
-    return statistics.median(blocked), statistics.median(durable)
+    started = time.perf_counter()
+    assert ckpt.latest() is not None  # what a restart does first: checksum the newest one
+    return statistics.median(blocked), statistics.median(durable), time.perf_counter() - started
 
 
 def sigterm_to_exit(directory: Path, repeats: int, extra: list[str]) -> list[float]:
@@ -91,15 +96,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         directory = Path(tmp)
         print(f"torch {torch.__version__}, writing to {directory}, median of {args.repeats}")
-        print(f"{'params':>8} {'state MB':>9} {'mode':>7} {'blocked s':>10} {'durable s':>10}")
+        header = f"{'params':>8} {'state MB':>9} {'mode':>7} {'blocked s':>10} {'durable s':>10}"
+        print(f"{header} {'verify s':>9}")
         for size in args.sizes:
             state = warm_state(size)
             params = sum(p.numel() for p in state.model.parameters())
             for mode in ("sync", "thread", "dcp"):
-                blocked, durable = time_saves(state, mode, directory / str(size), args.repeats)
+                blocked, durable, verify = time_saves(
+                    state, mode, directory / str(size), args.repeats
+                )
                 state_mb = params * 4 * 3 / 1e6
                 row = f"{params / 1e6:7.1f}M {state_mb:9.0f} {mode:>7}"
-                print(f"{row} {blocked:10.3f} {durable:10.3f}")
+                print(f"{row} {blocked:10.3f} {durable:10.3f} {verify:9.3f}")
             del state
         for label, extra in (("default MLP", []), ("hidden 2048", ["--hidden=2048"])):
             timings = sigterm_to_exit(directory, args.repeats, extra)

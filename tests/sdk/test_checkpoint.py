@@ -289,3 +289,27 @@ def test_adaptive_uses_the_measured_cost_and_the_fleet(
     assert not ckpt.due(2)
     clock.advance(1)
     assert ckpt.due(2)
+
+
+@pytest.mark.parametrize(
+    ("verify_checksum", "damage", "accepted"),
+    [
+        (True, "same_size_edit", False),
+        (False, "same_size_edit", True),  # the price of skipping the full read
+        (False, "truncate", False),
+        (False, "extra_file", False),
+    ],
+)
+def test_size_only_verification_still_catches_torn_checkpoints(
+    tmp_path: Path, verify_checksum: bool, damage: str, accepted: bool
+) -> None:
+    ckpt = make(tmp_path, verify_checksum=verify_checksum)
+    ckpt.save(1, writer("older"))
+    newest = ckpt.save(2, writer("newer")).path
+    if damage == "same_size_edit":
+        (newest / "state.txt").write_text("NEWER")
+    elif damage == "truncate":
+        (newest / "state.txt").write_text("ne")
+    else:
+        (newest / "stray.bin").write_bytes(b"x")
+    assert ckpt.latest().step == (2 if accepted else 1)  # type: ignore[union-attr]

@@ -53,7 +53,9 @@ def step_dir_name(step: int) -> str:
     return f"step-{step:012d}"
 
 
-def read_marker(path: Path, verify: bool = True) -> CheckpointInfo | None:
+def read_marker(
+    path: Path, verify: bool = True, verify_checksum: bool = True
+) -> CheckpointInfo | None:
     """The checkpoint in `path` if it is complete (and, with verify, intact); else None."""
     match = _STEP_DIR.match(path.name)
     if match is None:
@@ -72,14 +74,21 @@ def read_marker(path: Path, verify: bool = True) -> CheckpointInfo | None:
         return None
     if info.step != int(match.group(1)):
         return None
-    if verify:
-        checksum, files, size = tree_checksum(path, exclude=frozenset({MARKER_NAME}))
-        if (checksum, files, size) != (info.checksum, info.files, info.size_bytes):
-            log.warning(
-                "lowcostgpu: ignoring checkpoint %s: content does not match its marker", path
-            )
-            return None
+    if verify and not _content_matches(info, checksum=verify_checksum):
+        log.warning("lowcostgpu: ignoring %s: its content does not match its marker", path)
+        return None
     return info
+
+
+def _content_matches(info: CheckpointInfo, checksum: bool) -> bool:
+    """Recompute the checksum (reads every byte), or only compare file count and total size."""
+    if checksum:
+        found = tree_checksum(info.path, exclude=frozenset({MARKER_NAME}))
+        return found == (info.checksum, info.files, info.size_bytes)
+    sizes = [
+        p.stat().st_size for p in info.path.rglob("*") if p.is_file() and p.name != MARKER_NAME
+    ]
+    return (len(sizes), sum(sizes)) == (info.files, info.size_bytes)
 
 
 class Checkpointer:
@@ -97,12 +106,16 @@ class Checkpointer:
         clock: Callable[[], float] = time.monotonic,
         min_interval_s: float = 30.0,
         max_interval_s: float = 3600.0,
+        verify_checksum: bool = True,
     ) -> None:
+        """verify_checksum=False: trust file count and sizes on load instead of re-reading every
+        byte (a full read costs about 1 s per GB here; worth skipping for very large states)."""
         if keep_last < 1:
             raise ValueError(f"keep_last must be at least 1, got {keep_last}")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.keep_last = keep_last
+        self.verify_checksum = verify_checksum
         self.metadata = metadata if metadata is not None else MetadataClient(None, None)
         self.notice = notice if notice is not None else default_notice()
         self._clock = clock
@@ -132,7 +145,7 @@ class Checkpointer:
     def latest(self) -> CheckpointInfo | None:
         """The newest complete and intact checkpoint, or None."""
         for info in reversed(self.checkpoints(verify=False)):
-            verified = read_marker(info.path, verify=True)
+            verified = read_marker(info.path, verify_checksum=self.verify_checksum)
             if verified is not None:
                 return verified
         return None
@@ -144,7 +157,7 @@ class Checkpointer:
         """
         errors: list[BaseException] = []
         for info in reversed(self.checkpoints(verify=False)):
-            verified = read_marker(info.path, verify=True)
+            verified = read_marker(info.path, verify_checksum=self.verify_checksum)
             if verified is None:
                 continue
             try:
