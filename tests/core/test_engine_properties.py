@@ -140,6 +140,16 @@ class EngineWorld(RuleBasedStateMachine):
                 assert i.id not in held
             assert (i.id in queued) == (i.status is _I.QUEUED)
 
+    @invariant()
+    def the_fleet_can_be_rebuilt_from_the_instances_alone(self) -> None:
+        """What the store keeps (instances) is enough: the snapshot is derived, not stored."""
+        hosts = [hs.host for hs in self.state.fleet.hosts.values()]
+        rebuilt = engine.state_from_instances(hosts, self.state.instances.values())
+        assert sorted(rebuilt.fleet.allocations(), key=lambda a: a.id) == sorted(
+            self.state.fleet.allocations(), key=lambda a: a.id
+        )
+        assert list(rebuilt.fleet.tickets()) == list(self.state.fleet.tickets())
+
     def teardown(self) -> None:
         """Metered GPU-seconds equal the true running time, to the second."""
         for i in self.state.instances.values():

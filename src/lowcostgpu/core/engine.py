@@ -13,14 +13,14 @@ carried out, and the earliest time the shell must call `tick` again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from lowcostgpu.core import lifecycle
 from lowcostgpu.core.drain import DEFAULT_GRACE_PERIOD_S
 from lowcostgpu.core.effects import Effect, ReleaseAllocation
-from lowcostgpu.core.lifecycle import CheckpointReported, InstanceState, LifecycleEvent
+from lowcostgpu.core.lifecycle import InstanceState, LifecycleEvent
 from lowcostgpu.core.queue import schedule_queue
 from lowcostgpu.core.scheduler import DEFAULT_CONFIG, SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import (
@@ -29,11 +29,12 @@ from lowcostgpu.core.snapshot import (
     apply_plan,
     dequeue,
     enqueue,
+    placed_at,
     release,
     update_allocation,
 )
 from lowcostgpu.core.state import Plan, Request, Ticket
-from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
+from lowcostgpu.domain.capacity import Allocation, CapacityClass, Host, PoolKey, Timestamp
 from lowcostgpu.domain.errors import Conflict, NotFound
 from lowcostgpu.domain.status import InstanceStatus
 
@@ -90,7 +91,7 @@ class _Work:
         self.effects.extend(result.effects)
         self._follow_queue(old, new)
         if new.allocation_id is not None:
-            self._follow_allocation(new, now, checkpointed=isinstance(event, CheckpointReported))
+            self._follow_allocation(new)
         for effect in result.effects:
             if isinstance(effect, ReleaseAllocation):
                 self._release(effect.allocation_id, old.host_id, now)
@@ -101,18 +102,21 @@ class _Work:
         elif old.status is _I.QUEUED and new.status in (_I.STOPPED, _I.DELETED):
             self.fleet = dequeue(self.fleet, new.pool, {new.id})
 
-    def _follow_allocation(
-        self, inst: InstanceState, now: Timestamp, *, checkpointed: bool
-    ) -> None:
-        """A draining instance (reclaimed or stopped) is never a victim again; a checkpoint
-        lowers what a reclaim would cost."""
+    def _follow_allocation(self, inst: InstanceState) -> None:
+        """Keep the instance's allocation in step with it: a draining instance (reclaimed or
+        stopped) is never a victim again, a checkpoint lowers what a reclaim would cost, and the
+        interruption history feeds victim choice."""
         assert inst.allocation_id is not None
         alloc = self.fleet.allocation(inst.allocation_id, inst.host_id)
-        draining = alloc.draining or inst.status in lifecycle.DRAINING
-        checkpoint_at = now if checkpointed else alloc.last_checkpoint_at
-        if (draining, checkpoint_at) != (alloc.draining, alloc.last_checkpoint_at):
-            changed = replace(alloc, draining=draining, last_checkpoint_at=checkpoint_at)
-            self.fleet = update_allocation(self.fleet, changed)
+        wanted = replace(
+            alloc,
+            draining=alloc.draining or inst.status in lifecycle.DRAINING,
+            last_checkpoint_at=inst.last_checkpoint_at,
+            last_interrupted_at=inst.last_interrupted_at,
+            interruption_count=inst.interruption_count,
+        )
+        if wanted != alloc:
+            self.fleet = update_allocation(self.fleet, wanted)
 
     def _release(self, allocation_id: str, host_id: str | None, now: Timestamp) -> None:
         """Free the allocation's GPUs and start whoever waited for exactly those GPUs."""
@@ -141,18 +145,42 @@ class _Work:
             if placement.subject_id not in self.instances:
                 continue
             allocation_id = allocation_id_for(placement.subject_id, now)
-            inst = self.instances[placement.subject_id]
-            alloc = self.fleet.allocation(allocation_id, placement.host_id)
-            history = replace(
-                alloc,
-                last_interrupted_at=inst.last_interrupted_at,
-                interruption_count=inst.interruption_count,
-            )
-            self.fleet = update_allocation(self.fleet, history)
             placed = lifecycle.Placed(
                 allocation_id, placement.host_id, placement.gpu_indices, placement.waits_for
             )
             self.advance(placement.subject_id, placed, now)
+
+
+def state_from_instances(hosts: Iterable[Host], instances: Iterable[InstanceState]) -> EngineState:
+    """Rebuild the engine state from stored instances: the fleet snapshot is derived, not stored.
+
+    An instance holding GPUs becomes its allocation (draining while it drains, waiting for the
+    victims it waits for); a queued instance becomes its ticket at its original enqueue time.
+    """
+    by_id = {i.id: i for i in instances}
+    allocations = [_allocation_of(i) for i in by_id.values() if i.allocation_id is not None]
+    tickets = [ticket_for(i) for i in by_id.values() if i.status is _I.QUEUED]
+    fleet = FleetSnapshot.build(hosts, allocations, tickets)
+    return EngineState(fleet, MappingProxyType(by_id))
+
+
+def _allocation_of(inst: InstanceState) -> Allocation:
+    assert inst.allocation_id is not None and inst.host_id is not None
+    return Allocation(
+        id=inst.allocation_id,
+        subject_id=inst.id,
+        host_id=inst.host_id,
+        pool=inst.pool,
+        gpu_indices=frozenset(inst.gpu_indices),
+        capacity_class=inst.capacity_class,
+        started_at=placed_at(inst.allocation_id),
+        account_id=inst.account_id,
+        last_checkpoint_at=inst.last_checkpoint_at,
+        last_interrupted_at=inst.last_interrupted_at,
+        interruption_count=inst.interruption_count,
+        draining=inst.status in lifecycle.DRAINING,
+        waits_for=inst.waiting_for,
+    )
 
 
 def ticket_for(inst: InstanceState) -> Ticket:

@@ -243,6 +243,14 @@ def allocation_id_for(subject_id: str, now: Timestamp) -> str:
     return f"{subject_id}@{now}"
 
 
+def placed_at(allocation_id: str) -> Timestamp:
+    """When an allocation was placed, read back from its id."""
+    _, _, at = allocation_id.rpartition("@")
+    if not at.isdigit():
+        raise InvalidRequest(f"not an allocation id: {allocation_id!r}")
+    return int(at)
+
+
 def apply_plan(snapshot: FleetSnapshot, plan: Plan, now: Timestamp) -> FleetSnapshot:
     """The snapshot after the plan: victims draining, placements holding their GPUs."""
     touched: dict[str, list[Allocation]] = {}
