@@ -57,6 +57,68 @@ def templates() -> None:
     Console().print(table)
 
 
+@app.command()
+def sim(
+    trace: Annotated[
+        str,
+        typer.Option(
+            help="alibaba:DIR (the Alibaba GPU trace folder), synthetic[:key=value,…], "
+            "or a CSV trace file"
+        ),
+    ],
+    report: Annotated[Path, typer.Option(help="folder for report.json and report.html")],
+    fleet: Annotated[
+        Path | None, typer.Option(help="fleet TOML file (default: the demo fleet)")
+    ] = None,
+    policy: Annotated[str, typer.Option(help="victim policy, or `all` to compare them")] = "all",
+    days: Annotated[float | None, typer.Option(help="simulate only the first N days")] = None,
+    seed: Annotated[int, typer.Option(help="seed of every pseudo-random choice")] = 0,
+    catalog: Annotated[
+        Path | None, typer.Option(help="catalog TOML (prices) instead of the shipped one")
+    ] = None,
+    fleet_scale: Annotated[
+        float, typer.Option(help="Alibaba: keep this share of each GPU model's nodes")
+    ] = 1.0,
+    replicate: Annotated[
+        int, typer.Option(help="replicate the fleet and the jobs N times (scaling studies)")
+    ] = 1,
+) -> None:
+    """Replay a trace through the real engine and measure what preemption costs."""
+    from rich.progress import Progress
+
+    from lowcostgpu.sim.command import run_sim
+
+    with _clear_errors(), Progress(transient=True) as bar:
+        tasks: dict[str, object] = {}
+
+        def progress(name: str, now: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], completed=now)  # type: ignore[arg-type]
+
+        result = run_sim(
+            trace=trace,
+            fleet=fleet,
+            policy=policy,
+            report_dir=report,
+            days=days,
+            seed=seed,
+            catalog=catalog,
+            fleet_scale=fleet_scale,
+            replicate=replicate,
+            progress=progress,
+        )
+    for name, figures in result["policies"].items():
+        typer.echo(
+            f"{name:<16} lost {figures['lost_gpu_hours']} GPU-h · "
+            f"{figures['interruptions']} interruptions · goodput {figures['preemptible_goodput']}"
+            f" · on-demand p99 wait {figures['on_demand_p99_wait_s']} s · "
+            f"revenue ${figures['revenue_usd']} · {figures['events']} events "
+            f"in {figures['wall_s']} s"
+        )
+    typer.echo(f"report: {report / 'report.json'} and {report / 'report.html'}")
+
+
 @contextmanager
 def _clear_errors() -> Iterator[None]:
     """Our own errors become a message and exit code 2, never a traceback."""

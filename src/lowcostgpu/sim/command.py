@@ -1,0 +1,150 @@
+"""`lowcostgpu sim`: load a trace and a fleet, run each policy on the real engine, write the report.
+
+`--trace` is one of:
+- `alibaba:DIR` (or a folder holding the openb_*.csv files): the Alibaba GPU trace, whose node
+  list is the fleet (so `--fleet` is refused with it); its catalog ships with lowcostgpu;
+- `synthetic` or `synthetic:hours=…,per_hour=…,on_demand=…,mean_work_h=…`: Poisson arrivals;
+- a CSV file in our format (`sim.traces`).
+The fleet of the last two is `--fleet FILE` (the local runtime's format), else the demo fleet.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from lowcostgpu.adapters.files import load_catalog, load_fleet
+from lowcostgpu.core.policies import POLICY_NAMES, policy_by_name
+from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.domain.catalog import Catalog, parse_catalog
+from lowcostgpu.domain.errors import ConfigError
+from lowcostgpu.domain.fleet import gpus_per_pool
+from lowcostgpu.sim.alibaba import is_alibaba_dir, read_alibaba
+from lowcostgpu.sim.jobs import Trace
+from lowcostgpu.sim.metrics import summarise
+from lowcostgpu.sim.report import write_report
+from lowcostgpu.sim.runner import Sample, Simulation
+from lowcostgpu.sim.synthetic import generate, parse_mix
+from lowcostgpu.sim.traces import read_csv_trace
+
+ALIBABA_CATALOG = files("lowcostgpu.sim").joinpath("data", "alibaba-catalog.toml")
+
+Progress = Callable[[str, int, int], None]  # (policy, simulated seconds, seconds to simulate)
+
+
+def load_trace(
+    trace: str,
+    fleet: Path | None,
+    catalog_path: Path | None,
+    *,
+    seed: int = 0,
+    fleet_scale: float = 1.0,
+) -> tuple[Trace, Catalog]:
+    directory = Path(trace.removeprefix("alibaba:"))
+    if trace.startswith("alibaba:") or is_alibaba_dir(directory):
+        if fleet is not None:
+            raise ConfigError(
+                "the Alibaba trace brings its own fleet (its node list): --fleet cannot be used",
+                hint="leave out --fleet; use --fleet-scale to simulate a share of the nodes",
+            )
+        if not is_alibaba_dir(directory):
+            raise ConfigError(
+                f"{directory} does not hold the Alibaba trace (openb_node_list_gpu_node.csv)",
+                hint="point alibaba: at the folder of cluster-trace-gpu-v2023's csv files",
+                source=str(directory),
+            )
+        catalog = (
+            load_catalog(catalog_path)
+            if catalog_path
+            else parse_catalog(ALIBABA_CATALOG.read_text(encoding="utf-8"), source="alibaba")
+        )
+        return read_alibaba(directory, seed=seed, fleet_scale=fleet_scale), catalog
+    catalog = load_catalog(catalog_path)
+    hosts = load_fleet(fleet, catalog)
+    if trace == "synthetic" or trace.startswith("synthetic:"):
+        return generate(parse_mix(trace), hosts, seed), catalog
+    return read_csv_trace(Path(trace), hosts), catalog
+
+
+def policy_names(policy: str) -> list[str]:
+    if policy == "all":
+        return list(POLICY_NAMES)
+    policy_by_name(policy)  # refuses an unknown name, listing the known ones
+    return [policy]
+
+
+def simulate(
+    trace: Trace,
+    catalog: Catalog,
+    policies: list[str],
+    *,
+    seed: int = 0,
+    progress: Progress | None = None,
+    config: SchedulerConfig | None = None,
+) -> tuple[dict[str, Any], dict[str, list[Sample]]]:
+    """Run every policy on the same trace; the report and the samples for the plots."""
+    base = config or SchedulerConfig()
+    results: dict[str, dict[str, Any]] = {}
+    samples: dict[str, list[Sample]] = {}
+    for name in policies:
+        policy = policy_by_name(name, seed)
+        config_for = SchedulerConfig(
+            min_runtime_s=base.min_runtime_s,
+            head_reservation_after_s=base.head_reservation_after_s,
+            backfill_window=base.backfill_window,
+            policy=policy,
+        )
+        tick = (lambda now, n=name: progress(n, now, _span(trace))) if progress else None
+        started = time.perf_counter()
+        result = Simulation(trace, config_for, on_progress=tick).run()
+        figures = summarise(result, catalog)
+        figures["wall_s"] = round(time.perf_counter() - started, 3)
+        figures.pop("on_demand_waits_s")
+        if progress:
+            progress(name, _span(trace), _span(trace))
+        results[name] = figures
+        samples[name] = result.samples
+    report = {
+        "trace": {"name": trace.name, **trace.notes, "jobs": len(trace.jobs)},
+        "fleet": {
+            "hosts": len(trace.hosts),
+            "gpus": sum(h.gpu_count for h in trace.hosts),
+            "pools": {str(p): g for p, g in gpus_per_pool(trace.hosts).items()},
+        },
+        "seed": seed,
+        "end_s": trace.horizon_s,
+        "policies": results,
+        "events": sum(r["events"] for r in results.values()),
+        "wall_s": round(sum(r["wall_s"] for r in results.values()), 3),
+    }
+    return report, samples
+
+
+def _span(trace: Trace) -> int:
+    if trace.horizon_s is not None:
+        return trace.horizon_s
+    return max((j.submit_s + j.work_s for j in trace.jobs), default=1)
+
+
+def run_sim(
+    *,
+    trace: str,
+    fleet: Path | None,
+    policy: str,
+    report_dir: Path,
+    days: float | None = None,
+    seed: int = 0,
+    catalog: Path | None = None,
+    fleet_scale: float = 1.0,
+    replicate: int = 1,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    names = policy_names(policy)
+    loaded, prices = load_trace(trace, fleet, catalog, seed=seed, fleet_scale=fleet_scale)
+    loaded = loaded.until(days).replicated(replicate)
+    report, samples = simulate(loaded, prices, names, seed=seed, progress=progress)
+    write_report(report_dir, report, samples)
+    return report

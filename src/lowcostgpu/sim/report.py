@@ -1,0 +1,156 @@
+"""report.json (every figure) and report.html (the plots, inline SVG, works offline)."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from lowcostgpu.domain.errors import ConfigError
+from lowcostgpu.sim.runner import Sample
+from lowcostgpu.sim.svg import bar_chart, line_chart
+
+DAY = 86400
+TABLE_KEYS = (
+    "lost_gpu_hours",
+    "preemptible_goodput",
+    "interruptions",
+    "interrupted_jobs",
+    "median_time_between_interruptions_s",
+    "on_demand_p99_wait_s",
+    "utilisation_gained",
+    "revenue_usd",
+    "events",
+    "wall_s",
+)
+
+
+def write_report(directory: Path, report: dict[str, Any], samples: dict[str, list[Sample]]) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "report.json").write_text(
+            json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        (directory / "report.html").write_text(render_html(report, samples), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the report to {directory}: {exc.strerror or exc}",
+            hint="give --report a folder you can write to",
+            source=str(directory),
+        ) from None
+
+
+def render_html(report: dict[str, Any], samples: dict[str, list[Sample]]) -> str:
+    policies: dict[str, dict[str, Any]] = report["policies"]
+    first = next(iter(samples.values()), [])
+    xs = [s.at / DAY for s in first]
+    sections = [
+        _table(policies),
+        _h("GPU use over time (first policy: " + escape(next(iter(samples), "")) + ")"),
+        line_chart(
+            "GPUs in use",
+            xs,
+            {
+                "on-demand": [s.on_demand_gpus for s in first],
+                "preemptible": [s.preemptible_gpus for s in first],
+            },
+            "days",
+        ),
+        _h("Queue depth (preemptible tickets waiting) per policy"),
+        line_chart(
+            "queue depth", xs, {p: [s.queued for s in v] for p, v in samples.items()}, "days"
+        ),
+        _h("Lost GPU-hours per policy"),
+        bar_chart(
+            "lost GPU-hours",
+            {p: {"lost": v["lost_gpu_hours"]} for p, v in policies.items()},
+            "policy",
+        ),
+        _h("Interruptions per job (number of jobs interrupted n times)"),
+        bar_chart(
+            "interruptions per job",
+            {
+                n: {p: v["interruptions_per_job_histogram"].get(n, 0) for p, v in policies.items()}
+                for n in _hist_keys(policies)
+            },
+            "interruptions",
+        ),
+        _h("Median time between interruptions per GPU type (s)"),
+        bar_chart(
+            "median run before an interruption",
+            {
+                t: {
+                    p: v["median_time_between_interruptions_s_by_gpu_type"].get(t) or 0
+                    for p, v in policies.items()
+                }
+                for t in _types(policies)
+            },
+            "GPU type",
+        ),
+        _h("On-demand wait (submit to start), p50 and p99 (s)"),
+        bar_chart(
+            "on-demand wait",
+            {
+                p: {"p50": v["on_demand_p50_wait_s"] or 0, "p99": v["on_demand_p99_wait_s"] or 0}
+                for p, v in policies.items()
+            },
+            "policy",
+        ),
+        _h("Revenue (USD): interruptible at half price vs the same usage at full price"),
+        bar_chart(
+            "revenue",
+            {
+                p: {
+                    "actual": float(v["revenue_usd"]),
+                    "if interruptible paid full price": float(
+                        v["revenue_if_interruptible_paid_full_price_usd"]
+                    ),
+                }
+                for p, v in policies.items()
+            },
+            "policy",
+        ),
+    ]
+    head = f"<h1>lowcostgpu simulation: {escape(str(report['trace']['name']))}</h1>"
+    run = {k: report[k] for k in ("trace", "fleet", "end_s", "seed")}
+    meta = f"<pre>{escape(json.dumps(run, indent=1))}</pre>"
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>lowcostgpu simulation</title>"
+        "<style>body{font-family:sans-serif;max-width:960px;margin:2em auto}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;"
+        "text-align:right}</style></head><body>"
+        + head
+        + "".join(sections)
+        + "<h2>Run</h2>"
+        + meta
+        + "</body></html>\n"
+    )
+
+
+def _h(text: str) -> str:
+    return f"<h2>{text}</h2>"
+
+
+def _table(policies: dict[str, dict[str, Any]]) -> str:
+    rows = "".join(
+        "<tr><th>"
+        + escape(p)
+        + "</th>"
+        + "".join(f"<td>{escape(str(v.get(k)))}</td>" for k in TABLE_KEYS)
+        + "</tr>"
+        for p, v in policies.items()
+    )
+    header = "<tr><th>policy</th>" + "".join(f"<th>{k}</th>" for k in TABLE_KEYS) + "</tr>"
+    return f"<h2>Policies compared</h2><table>{header}{rows}</table>"
+
+
+def _hist_keys(policies: dict[str, dict[str, Any]]) -> list[str]:
+    keys = {k for v in policies.values() for k in v["interruptions_per_job_histogram"] if k != "0"}
+    return sorted(keys, key=lambda k: 10 if k == "10+" else int(k))
+
+
+def _types(policies: dict[str, dict[str, Any]]) -> list[str]:
+    return sorted(
+        {t for v in policies.values() for t in v["median_time_between_interruptions_s_by_gpu_type"]}
+    )

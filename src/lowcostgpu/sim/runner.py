@@ -1,0 +1,346 @@
+"""The simulation loop: the real engine, a virtual clock, and simulated workloads.
+
+The simulator is not a second scheduler. Every decision — queueing, placement, reclaim, the drain
+and its deadlines, requeue — is taken by `core.engine` (`launch`, `report`, `tick`), exactly as
+the server takes it. The simulator only plays the world around it: jobs arrive, the effects the
+engine returns (`StartWorkload`, `SignalWorkload`, `KillWorkload`, `ReleaseAllocation`,
+`EmitEvent`) are carried out on simulated workloads, and what those workloads do (start, save a
+checkpoint, exit) is reported back with `engine.report`. `engine.tick` runs at `next_wake`.
+
+On-demand requests are answered at once or refused with `InsufficientCapacity`, as in production.
+A refused request here is a customer who keeps asking: it waits and tries again whenever GPUs of
+its pool are released or new preemptible work starts there (the only two things that can make it
+fit), and its wait is measured.
+
+Instances that have finished are taken out of the engine state (the server would archive them):
+every engine call copies the live instances, so keeping the dead ones would make each call slower
+as the run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from lowcostgpu.core import engine
+from lowcostgpu.core.effects import (
+    Effect,
+    EmitEvent,
+    KillWorkload,
+    ReleaseAllocation,
+    SignalWorkload,
+    StartWorkload,
+)
+from lowcostgpu.core.engine import EngineState, EngineStep, LaunchSpec
+from lowcostgpu.core.lifecycle import (
+    CheckpointReported,
+    InstanceState,
+    LifecycleEvent,
+    WorkloadExited,
+    WorkloadStarted,
+)
+from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.core.snapshot import FleetSnapshot
+from lowcostgpu.domain.capacity import CapacityClass, PoolKey
+from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
+from lowcostgpu.domain.events import Reason
+from lowcostgpu.sim.clock import ARRIVAL, REPORT, RETRY, SAMPLE, TICK, EventHeap
+from lowcostgpu.sim.jobs import Trace
+from lowcostgpu.sim.workload import Next, Workload
+
+ACCOUNT = "sim"
+EXIT_ON_SIGTERM = 143
+_DONE = frozenset({Reason.SUCCEEDED, Reason.FAILED, Reason.STOPPED})
+_OD = CapacityClass.ON_DEMAND
+
+Payload = tuple[str, str, str]  # (kind, job id or pool, allocation id)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    at: int
+    on_demand_gpus: int
+    preemptible_gpus: int
+    queued: int
+    waiting_on_demand: int
+
+
+@dataclass(slots=True)
+class SimResult:
+    """Everything the run saw; `metrics.summarise` turns it into figures."""
+
+    trace: Trace
+    policy: str
+    end_s: int
+    workloads: dict[str, Workload]
+    instances: dict[str, InstanceState]  # final instance states, live and archived
+    samples: list[Sample]
+    busy_gpu_s: dict[CapacityClass, int]
+    rejected: dict[str, str] = field(default_factory=dict)
+    events: int = 0
+    engine_calls: int = 0
+
+
+class Simulation:
+    def __init__(
+        self,
+        trace: Trace,
+        config: SchedulerConfig,
+        *,
+        grace_period_s: int = 300,
+        sample_s: int | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.trace = trace
+        self.config = config
+        self.grace_period_s = grace_period_s
+        self.on_progress = on_progress
+        self.state = EngineState(FleetSnapshot.build(trace.hosts))
+        self.heap: EventHeap[Payload] = EventHeap()
+        self.workloads: dict[str, Workload] = {}
+        self.archive: dict[str, InstanceState] = {}
+        self.owner: dict[str, str] = {}  # allocation id -> job id, while its workload runs
+        self.waiting: dict[PoolKey, list[str]] = {}  # refused on-demand requests, FIFO
+        self.retry_due: set[PoolKey] = set()
+        self.ticks: set[int] = set()
+        self.finished: list[str] = []
+        self.running = {CapacityClass.ON_DEMAND: 0, CapacityClass.INTERRUPTIBLE: 0}
+        self.busy_gpu_s = {CapacityClass.ON_DEMAND: 0, CapacityClass.INTERRUPTIBLE: 0}
+        self.busy_since = 0
+        self.samples: list[Sample] = []
+        self.rejected: dict[str, str] = {}
+        self.engine_calls = 0
+        self.depth = 0
+        self.next_job = 0
+        self.sample_s = sample_s or _default_sample_s(trace)
+
+    # --- The loop ---------------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        horizon = self.trace.horizon_s
+        self._push_next_arrival()
+        self.heap.push(0, SAMPLE, ("sample", "", ""))
+        while len(self.heap):
+            at = self.heap.peek_time()
+            if horizon is not None and at is not None and at > horizon:
+                break
+            _, _, (kind, key, alloc) = self.heap.pop()
+            self._handle(kind, key, alloc)
+            if self.on_progress is not None and self.heap.popped % 4096 == 0:
+                self.on_progress(self.heap.now)
+        end = horizon if horizon is not None else self.heap.now
+        self._account(end)
+        instances = {**self.archive, **self.state.instances}
+        return SimResult(
+            trace=self.trace,
+            policy=self.config.policy.name,
+            end_s=end,
+            workloads=self.workloads,
+            instances=instances,
+            samples=self.samples,
+            busy_gpu_s=dict(self.busy_gpu_s),
+            rejected=self.rejected,
+            events=self.heap.popped,
+            engine_calls=self.engine_calls,
+        )
+
+    def _handle(self, kind: str, key: str, alloc: str) -> None:
+        now = self.heap.now
+        if kind == "arrive":
+            self._arrive(now)
+        elif kind == "tick":
+            self.ticks.discard(now)
+            self._apply(engine.tick(self.state, now, self.config))
+            self.engine_calls += 1
+        elif kind == "retry":
+            self._retry(PoolKey(*key.split("/", 1)), now)
+        elif kind == "sample":
+            self._sample(now)
+        else:
+            self._workload_event(kind, key, alloc, now)
+
+    def _push_next_arrival(self) -> None:
+        if self.next_job < len(self.trace.jobs):
+            job = self.trace.jobs[self.next_job]
+            self.heap.push(max(job.submit_s, self.heap.now), ARRIVAL, ("arrive", job.id, ""))
+
+    # --- Jobs arrive ------------------------------------------------------------------------
+
+    def _arrive(self, now: int) -> None:
+        job = self.trace.jobs[self.next_job]
+        self.next_job += 1
+        self._push_next_arrival()
+        self.workloads[job.id] = Workload(job, submitted_at=now)
+        self._launch(job.id, now)
+
+    def _launch(self, job_id: str, now: int) -> bool:
+        """Launch through the engine; False when an on-demand request is refused for now."""
+        wl = self.workloads[job_id]
+        job = wl.job
+        spec = LaunchSpec(
+            job.id, job.pool, job.gpus, job.capacity_class, ACCOUNT, True, self.grace_period_s
+        )
+        try:
+            step = engine.launch(self.state, spec, now, self.config)
+        except InsufficientCapacity:
+            self.engine_calls += 1
+            self.waiting.setdefault(job.pool, [])
+            if job_id not in self.waiting[job.pool]:
+                self.waiting[job.pool].append(job_id)
+            return False
+        except (NotFound, InvalidRequest) as exc:
+            self.rejected[job_id] = exc.message
+            return True
+        self.engine_calls += 1
+        wl.launched_at = now
+        self._apply(step)
+        return True
+
+    def _retry(self, pool: PoolKey, now: int) -> None:
+        """Refused on-demand requests ask again, oldest first; one that is refused again stops
+        every request at least as big behind it (it cannot fit either)."""
+        self.retry_due.discard(pool)
+        queue, self.waiting[pool] = self.waiting.get(pool, []), []
+        refused_from: int | None = None
+        for job_id in queue:
+            gpus = self.workloads[job_id].job.gpus
+            if refused_from is not None and gpus >= refused_from:
+                self.waiting[pool].append(job_id)
+            elif not self._launch(job_id, now):  # it is back in the waiting list
+                refused_from = gpus if refused_from is None else min(refused_from, gpus)
+
+    def _capacity_changed(self, pool: PoolKey, now: int) -> None:
+        if self.waiting.get(pool) and pool not in self.retry_due:
+            self.retry_due.add(pool)
+            self.heap.push(now, RETRY, ("retry", f"{pool.region}/{pool.gpu_type}", ""))
+
+    # --- Engine steps and their effects -----------------------------------------------------
+
+    def _report(self, job_id: str, event: LifecycleEvent, now: int) -> None:
+        self.engine_calls += 1
+        self._apply(engine.report(self.state, job_id, event, now, self.config))
+
+    def _apply(self, step: EngineStep) -> None:
+        self.state = step.state
+        if step.wake_at is not None and step.wake_at not in self.ticks:
+            self.ticks.add(step.wake_at)
+            self.heap.push(max(step.wake_at, self.heap.now), TICK, ("tick", "", ""))
+        self.depth += 1
+        try:
+            for effect in step.effects:
+                self._effect(effect, self.heap.now)
+        finally:
+            self.depth -= 1
+        if self.depth == 0 and self.finished:
+            self._archive_finished()
+
+    def _effect(self, effect: Effect, now: int) -> None:
+        if isinstance(effect, StartWorkload):
+            self._start(effect, now)
+        elif isinstance(effect, SignalWorkload):
+            wl = self.workloads[effect.subject_id]
+            if wl.is_current(effect.allocation_id) and wl.noticed_at is None:
+                exit_at = wl.notice(now, self.grace_period_s)
+                if exit_at is not None:
+                    self.heap.push(exit_at, REPORT, ("exit", wl.job.id, effect.allocation_id))
+        elif isinstance(effect, KillWorkload):
+            wl = self.workloads[effect.subject_id]
+            if wl.is_current(effect.allocation_id):
+                wl.end_run(now)
+        elif isinstance(effect, ReleaseAllocation):
+            self._released(effect.allocation_id, now)
+        elif (
+            isinstance(effect, EmitEvent)
+            and effect.object_kind == "instance"
+            and effect.reason in _DONE
+        ):
+            self.finished.append(effect.object_id)
+
+    def _start(self, effect: StartWorkload, now: int) -> None:
+        wl = self.workloads[effect.subject_id]
+        self._account(now)
+        self.running[wl.job.capacity_class] += wl.job.gpus
+        self.owner[effect.allocation_id] = wl.job.id
+        wl.start(effect.allocation_id, now)
+        self._report(wl.job.id, WorkloadStarted(), now)
+        self._schedule_next(wl)
+        if wl.job.capacity_class.preemptible:
+            self._capacity_changed(wl.job.pool, now)  # more that an on-demand request may reclaim
+
+    def _released(self, allocation_id: str, now: int) -> None:
+        job_id = self.owner.pop(allocation_id, None)
+        if job_id is None:
+            return
+        job = self.workloads[job_id].job
+        self._account(now)
+        self.running[job.capacity_class] -= job.gpus
+        self._capacity_changed(job.pool, now)
+
+    def _archive_finished(self) -> None:
+        done = set(self.finished)
+        self.finished.clear()
+        kept: dict[str, InstanceState] = {}
+        for instance_id, inst in self.state.instances.items():
+            if instance_id in done:
+                self.archive[instance_id] = inst
+            else:
+                kept[instance_id] = inst
+        self.state = EngineState(self.state.fleet, MappingProxyType(kept))
+
+    # --- What simulated workloads do --------------------------------------------------------
+
+    def _schedule_next(self, wl: Workload) -> None:
+        assert wl.run is not None
+        at, what = wl.next_event()
+        kind = "checkpoint" if what is Next.CHECKPOINT else "finish"
+        self.heap.push(at, REPORT, (kind, wl.job.id, wl.run.allocation_id))
+
+    def _workload_event(self, kind: str, job_id: str, allocation_id: str, now: int) -> None:
+        wl = self.workloads[job_id]
+        if not wl.is_current(allocation_id):
+            return  # that run is over (killed, or interrupted and restarted since)
+        if kind == "exit":  # after SIGTERM, at its own pace
+            if wl.job.checkpoints and wl.saved_s > 0:
+                self._report(job_id, CheckpointReported(wl.saved_s), now)
+            wl.end_run(now)
+            self._report(job_id, WorkloadExited(EXIT_ON_SIGTERM), now)
+        elif wl.noticed_at is not None:
+            return  # it stopped working at the notice
+        elif kind == "checkpoint":
+            wl.save_periodic()
+            self._report(job_id, CheckpointReported(wl.saved_s), now)
+            self._schedule_next(wl)
+        elif kind == "finish":
+            wl.finish(now)
+            self._report(job_id, WorkloadExited(0), now)
+
+    # --- Measurements -----------------------------------------------------------------------
+
+    def _account(self, now: int) -> None:
+        elapsed = now - self.busy_since
+        if elapsed > 0:
+            for cls, gpus in self.running.items():
+                self.busy_gpu_s[cls] += gpus * elapsed
+            self.busy_since = now
+
+    def _sample(self, now: int) -> None:
+        queued = sum(len(q) for q in self.state.fleet.queues.values())
+        waiting = sum(len(w) for w in self.waiting.values())
+        self.samples.append(
+            Sample(
+                now, self.running[_OD], self.running[CapacityClass.INTERRUPTIBLE], queued, waiting
+            )
+        )
+        horizon = self.trace.horizon_s
+        more = len(self.heap) > 0 if horizon is None else now + self.sample_s <= horizon
+        if more:
+            self.heap.push(now + self.sample_s, SAMPLE, ("sample", "", ""))
+
+
+def _default_sample_s(trace: Trace) -> int:
+    """About 400 samples over the run, never closer than a minute."""
+    end = trace.horizon_s
+    if end is None:
+        end = max((j.submit_s + j.work_s for j in trace.jobs), default=3600)
+    return max(60, end // 400)

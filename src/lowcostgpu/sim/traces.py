@@ -1,0 +1,131 @@
+"""Our CSV trace format, and how a job's GPU type finds its pool in the fleet.
+
+One job a row, with the header
+
+    submit_s,duration_s,gpus,gpu_type,class,checkpoint_interval_s,checkpoint_cost_s
+
+`submit_s` seconds from the start of the trace; `duration_s` seconds of useful work; `gpu_type` a
+GPU type of the fleet, or `region/gpu_type` to name the pool (a bare type goes to the region with
+the most GPUs of that type); `class` on-demand or interruptible (aliases standard, preemptible);
+the two checkpoint columns are empty for a job that never checkpoints (then the cost must be
+empty too). A bad row is refused with an error that names its line.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+from pathlib import Path
+
+from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey
+from lowcostgpu.domain.errors import ConfigError, InvalidRequest
+from lowcostgpu.domain.fleet import gpus_per_pool
+from lowcostgpu.sim.jobs import Job, Trace, sorted_jobs
+
+HEADER = (
+    "submit_s",
+    "duration_s",
+    "gpus",
+    "gpu_type",
+    "class",
+    "checkpoint_interval_s",
+    "checkpoint_cost_s",
+)
+
+
+def pool_index(hosts: Iterable[Host]) -> dict[str, PoolKey]:
+    """GPU type (and region/type) -> pool: a bare type goes to its largest pool."""
+    totals = gpus_per_pool(hosts)
+    index: dict[str, PoolKey] = {}
+    for pool, _gpus in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])):
+        index.setdefault(pool.gpu_type, pool)
+        index[f"{pool.region}/{pool.gpu_type}"] = pool
+    return index
+
+
+def largest_host(hosts: Iterable[Host]) -> dict[PoolKey, int]:
+    largest: dict[PoolKey, int] = {}
+    for h in hosts:
+        largest[h.pool] = max(largest.get(h.pool, 0), h.gpu_count)
+    return largest
+
+
+def read_csv_trace(path: Path, hosts: list[Host]) -> Trace:
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"trace {path} cannot be read: {exc}",
+            hint="give a CSV file with the header " + ",".join(HEADER),
+            source=str(path),
+        ) from None
+    return parse_csv_rows(rows, hosts, source=str(path))
+
+
+def parse_csv_rows(rows: list[list[str]], hosts: list[Host], *, source: str) -> Trace:
+    if not rows or tuple(c.strip() for c in rows[0]) != HEADER:
+        raise ConfigError(
+            f"{source}, line 1: the header must be {','.join(HEADER)}",
+            hint="write that header on the first line, then one job a row",
+            source=source,
+            line=1,
+        )
+    pools, largest = pool_index(hosts), largest_host(hosts)
+    jobs = []
+    for number, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue  # a blank line
+        try:
+            jobs.append(_job(row, f"job-{number}", pools, largest))
+        except InvalidRequest as exc:
+            raise ConfigError(
+                f"{source}, line {number}: {exc.message}",
+                hint=exc.hint or "fix that row (see docs/simulation.md for the format)",
+                source=source,
+                line=number,
+            ) from None
+    return Trace(path_name(source), tuple(hosts), sorted_jobs(jobs), None, {"format": "csv"})
+
+
+def path_name(source: str) -> str:
+    return Path(source).name
+
+
+def _job(
+    row: list[str], job_id: str, pools: dict[str, PoolKey], largest: dict[PoolKey, int]
+) -> Job:
+    if len(row) != len(HEADER):
+        raise InvalidRequest(f"expected {len(HEADER)} columns, found {len(row)}")
+    submit, duration, gpus, gpu_type, klass, interval, cost = (c.strip() for c in row)
+    pool = pools.get(gpu_type)
+    if pool is None:
+        known = ", ".join(sorted(k for k in pools if "/" not in k))
+        raise InvalidRequest(f"no pool of GPU type {gpu_type!r} in the fleet", hint=f"use {known}")
+    count = _whole(gpus, "gpus", minimum=1)
+    if count > largest[pool]:
+        raise InvalidRequest(f"{count} GPUs do not fit one host of {pool} ({largest[pool]} GPUs)")
+    if not interval and cost:
+        raise InvalidRequest("checkpoint_cost_s is given but checkpoint_interval_s is empty")
+    return Job(
+        id=job_id,
+        submit_s=_whole(submit, "submit_s", minimum=0),
+        work_s=_whole(duration, "duration_s", minimum=1),
+        gpus=count,
+        pool=pool,
+        capacity_class=CapacityClass.parse(klass),
+        checkpoint_interval_s=_whole(interval, "checkpoint_interval_s", minimum=1)
+        if interval
+        else None,
+        checkpoint_cost_s=_whole(cost, "checkpoint_cost_s", minimum=0) if cost else 0,
+    )
+
+
+def _whole(text: str, column: str, *, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidRequest(f"{column} must be a whole number, got {text!r}") from None
+    if value < minimum:
+        raise InvalidRequest(f"{column} must be ≥ {minimum}, got {value}")
+    return value
