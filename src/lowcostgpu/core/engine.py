@@ -21,7 +21,7 @@ from lowcostgpu.core import lifecycle
 from lowcostgpu.core.drain import DEFAULT_GRACE_PERIOD_S
 from lowcostgpu.core.effects import Effect, ReleaseAllocation
 from lowcostgpu.core.lifecycle import InstanceState, LifecycleEvent
-from lowcostgpu.core.queue import schedule_queue
+from lowcostgpu.core.queue import schedule_pool
 from lowcostgpu.core.scheduler import DEFAULT_CONFIG, SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import (
     FleetSnapshot,
@@ -183,6 +183,15 @@ def _allocation_of(inst: InstanceState) -> Allocation:
     )
 
 
+def _queue_pass(fleet: FleetSnapshot, now: Timestamp, config: SchedulerConfig) -> Plan:
+    """`queue.schedule_queue`, less the pools whose queue is empty (they have nothing to place,
+    and looking at their free hosts on every call is most of a large fleet's cost)."""
+    plan = Plan()
+    for pool in sorted(p for p, queue in fleet.queues.items() if queue):
+        plan = plan.merged(schedule_pool(fleet, pool, now, config))
+    return plan
+
+
 def ticket_for(inst: InstanceState) -> Ticket:
     """The queue ticket of a queued instance: its first enqueue time and its history."""
     assert inst.enqueued_at is not None
@@ -229,7 +238,7 @@ def launch(
     first = lifecycle.new_instance(inst, now)
     work.instances[inst.id] = first.state
     work.effects.extend(first.effects)
-    work.carry_out(schedule_queue(work.fleet, now, config), now)
+    work.carry_out(_queue_pass(work.fleet, now, config), now)
     return work.done()
 
 
@@ -245,7 +254,7 @@ def report(
     state.instance(instance_id)
     work = _Work(state)
     work.advance(instance_id, event, now)
-    work.carry_out(schedule_queue(work.fleet, now, config), now)
+    work.carry_out(_queue_pass(work.fleet, now, config), now)
     return work.done()
 
 
@@ -257,7 +266,7 @@ def tick(
     for inst in sorted(state.instances.values(), key=lambda i: i.id):
         if inst.deadline is not None and inst.deadline <= now:
             work.advance(inst.id, lifecycle.DeadlineCheck(), now)
-    work.carry_out(schedule_queue(work.fleet, now, config), now)
+    work.carry_out(_queue_pass(work.fleet, now, config), now)
     return work.done()
 
 
