@@ -313,3 +313,15 @@ def test_size_only_verification_still_catches_torn_checkpoints(
     else:
         (newest / "stray.bin").write_bytes(b"x")
     assert ckpt.latest().step == (2 if accepted else 1)  # type: ignore[union-attr]
+
+
+def test_an_async_save_restarts_the_interval_when_it_starts(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    ckpt = make(tmp_path, every_steps=10, clock=clock)
+    release: Future[None] = Future()
+    ckpt.save_async(10, lambda tmp: release)
+    assert not ckpt.due(11)  # not due again while the write is still in flight
+    assert ckpt.due(20)
+    release.set_result(None)
+    assert ckpt.wait() is not None

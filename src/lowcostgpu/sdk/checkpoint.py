@@ -186,6 +186,7 @@ class Checkpointer:
         tmp = self._write_payload(step, write_fn)
         info = self._commit(step, tmp)
         cost_s = self._clock() - started
+        self.policy.record_save(step, cost_s)
         self._after_save(info, blocking_s=cost_s, total_s=cost_s)
         return info
 
@@ -207,6 +208,9 @@ class Checkpointer:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         blocking_s = self._clock() - started
+        # Count the interval from now, not from when the write lands, or every step until then
+        # would look due (and wait for this save).
+        self.policy.record_save(step, blocking_s)
         future: Future[CheckpointInfo] = Future()
         thread = threading.Thread(
             target=self._finish_async,
@@ -294,7 +298,6 @@ class Checkpointer:
             shutil.rmtree(old, ignore_errors=True)
 
     def _after_save(self, info: CheckpointInfo, blocking_s: float, total_s: float) -> None:
-        self.policy.record_save(info.step, blocking_s)
         self._prune()
         self.metadata.report_checkpoint(
             info.step,
