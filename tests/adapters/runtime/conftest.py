@@ -20,7 +20,6 @@ import pytest
 from lowcostgpu.adapters.fakes import FakeRuntime
 from lowcostgpu.adapters.local import LocalRuntime
 from lowcostgpu.adapters.local import shim as shim_files
-from lowcostgpu.adapters.local.state import shim_alive
 from lowcostgpu.ports.runtime import VolumeMount, WorkloadReport, WorkloadStart
 
 PROGRAM = Path(__file__).with_name("workload_program.py")
@@ -110,20 +109,21 @@ class LocalHarness:
         return len(processes_mentioning(str(self.control(allocation_id))))
 
     def cleanup(self) -> None:
-        state = self.runtime.state_dir
-        for alloc_dir in [p for p in state.iterdir() if not p.name.startswith(".")]:
+        """Kill what a test left running, then check: no process, no shim, no zombie is left."""
+        for alloc_dir in self.runtime.state_dir.iterdir():
             record = shim_files.read_json(alloc_dir / shim_files.WORKLOAD_RECORD)
             if record is not None and shim_files.process_start_ticks(record["pid"]):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(record["pid"], signal.SIGKILL)
-            shim_record = shim_files.read_json(alloc_dir / shim_files.SHIM_RECORD)
-            if shim_record is not None and shim_alive(alloc_dir):
-                wait_for(lambda d=alloc_dir: not shim_alive(d), timeout_s=5, what="shim exit")
-        leftovers = lambda: not processes_mentioning(str(self.root))  # noqa: E731
-        wait_for(leftovers, timeout_s=5, what=f"no process left: {processes_mentioning(str(self.root))}")
-        for runtime in (self.runtime, *self.others):
-            runtime.observe()  # reaps the shims this runtime started
-        assert not zombie_children(), f"zombie children: {zombie_children()}"
+        root = str(self.root)
+        wait_for(lambda: not processes_mentioning(root), timeout_s=5, what="no process left")
+
+        def reaped() -> bool:
+            for runtime in (self.runtime, *self.others):
+                runtime.observe()  # reaps the shims this runtime started that have ended
+            return not zombie_children()
+
+        wait_for(reaped, timeout_s=5, what="no zombie child of the test process")
 
 
 class FakeHarness:
@@ -170,7 +170,7 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def zombie_children() -> list[int]:
+def zombie_children() -> list[str]:
     me, zombies = os.getpid(), []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -181,7 +181,7 @@ def zombie_children() -> list[int]:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
         if fields[0] == "Z" and int(fields[1]) == me:
-            zombies.append(int(entry))
+            zombies.append(f"{entry} {stat[: stat.rindex(')') + 1]}")
     return zombies
 
 
@@ -194,7 +194,9 @@ def local(tmp_path: Path) -> Iterator[LocalHarness]:
 
 @pytest.fixture(params=["local", "fake"])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalHarness | FakeHarness]:
-    h: LocalHarness | FakeHarness = LocalHarness(tmp_path) if request.param == "local" else FakeHarness()
+    h: LocalHarness | FakeHarness = (
+        LocalHarness(tmp_path) if request.param == "local" else FakeHarness()
+    )
     yield h
     h.cleanup()
 

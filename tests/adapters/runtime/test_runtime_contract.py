@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from conftest import MISSING_COMMAND, FakeHarness, LocalHarness, report_of, wait_phase, wait_for
+from conftest import (
+    MISSING_COMMAND,
+    FakeHarness,
+    LocalHarness,
+    report_of,
+    wait_for,
+    wait_phase,
+    workload_start,
+)
 
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 
@@ -11,7 +21,9 @@ Harness = LocalHarness | FakeHarness
 
 
 @pytest.mark.parametrize("exit_code", [0, 3])
-def test_a_workload_is_running_until_it_exits_with_its_code(harness: Harness, exit_code: int) -> None:
+def test_a_workload_is_running_until_it_exits_with_its_code(
+    harness: Harness, exit_code: int
+) -> None:
     harness.start("a-1")
     harness.wait_running("a-1")
     running = report_of(harness.runtime, "a-1")
@@ -77,16 +89,8 @@ def test_signal_and_kill_of_an_ended_or_unknown_workload_do_nothing(harness: Har
 
 
 def test_a_missing_command_fails_to_start_with_the_reason(harness: Harness) -> None:
-    harness.runtime.start(
-        harness.start("a-ok").__class__(
-            instance_id="i-bad",
-            allocation_id="a-bad",
-            host_id="h-1",
-            gpu_indices=(1,),
-            restart_count=0,
-            argv=(MISSING_COMMAND, "--flag"),
-        )
-    )
+    harness.start("a-ok")
+    harness.runtime.start(workload_start("a-bad", (MISSING_COMMAND, "--flag")))
     failed = wait_phase(harness.runtime, "a-bad", "start_failed")
     assert "no such file" in failed.reason and MISSING_COMMAND in failed.reason
     harness.wait_running("a-ok")  # the other workload is not affected
@@ -119,7 +123,7 @@ def test_an_empty_command_is_refused(harness: Harness) -> None:
     start = harness.start("a-1")
     harness.runtime.kill("a-1")
     with pytest.raises(InvalidRequest, match="empty command"):
-        harness.runtime.start(start.__class__(**{**_fields(start), "allocation_id": "a-2", "argv": ()}))
+        harness.runtime.start(replace(start, allocation_id="a-2", argv=()))
     wait_phase(harness.runtime, "a-1", "exited")
 
 
@@ -134,11 +138,9 @@ def test_many_workloads_are_reported_together_sorted(harness: Harness) -> None:
     for allocation_id in ("a-1", "a-2", "a-3"):
         harness.wait_running(allocation_id)
     harness.finish("a-2", 9)
-    wait_for(lambda: [r.phase for r in harness.runtime.observe()] == ["running", "exited", "running"])
+    wait_for(
+        lambda: [r.phase for r in harness.runtime.observe()] == ["running", "exited", "running"]
+    )
     for allocation_id in ("a-1", "a-3"):
         harness.runtime.kill(allocation_id)
         wait_phase(harness.runtime, allocation_id, "exited")
-
-
-def _fields(start: object) -> dict[str, object]:
-    return {name: getattr(start, name) for name in start.__slots__}  # type: ignore[attr-defined]

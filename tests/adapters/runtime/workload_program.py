@@ -1,9 +1,9 @@
 """A workload for the runtime tests, driven through files in a control directory.
 
 `python workload_program.py CONTROL [--child]`: prints its environment, traps SIGTERM (writes
-`CONTROL/sigterm-<role>` and keeps running, as a workload that checkpoints would), optionally starts
-a child in its process group that does the same (and never exits by itself), writes `CONTROL/ready`, then exits with the code
-found in `CONTROL/exit` once that file appears.
+`CONTROL/sigterm-<role>` and keeps running, as a workload that checkpoints would), optionally
+starts a child in its process group that does the same (and never exits by itself), writes
+`CONTROL/ready`, then exits with the code found in `CONTROL/exit` once that file appears.
 """
 
 import os
