@@ -4,11 +4,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lowcostgpu.sdk.batch import (
     PROGRESS_FILE,
@@ -152,3 +155,24 @@ def test_sigkill_during_commits_leaves_consistent_progress(tmp_path: Path) -> No
     for i in range(400):
         assert (out / f"o{i}.bin").read_bytes() == bytes([i % 251]) * 50_000
     assert not list(out.glob(".tmp-*"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(count=st.integers(min_value=0, max_value=8), cut=st.integers(min_value=0, max_value=400))
+def test_any_torn_progress_log_loads_as_a_prefix_of_the_commits(count: int, cut: int) -> None:
+    """Cut the log at any byte (a SIGKILL mid-append): what loads is a prefix, never garbage."""
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "out"
+        progress = BatchProgress(directory, notice=StopNotice())
+        for i in range(count):
+            progress.commit(f"k{i}", {f"o{i}.bin": bytes([i]) * (i + 1)})
+        log = directory / PROGRESS_FILE
+        raw = log.read_bytes() if log.exists() else b""
+        if raw:
+            log.write_bytes(raw[: min(cut, len(raw))])
+        loaded = BatchProgress(directory, notice=StopNotice())
+        done = [i for i in range(count) if loaded.is_done(f"k{i}")]
+        assert done == list(range(len(done)))
+        assert loaded.done_count == len(done)
+        loaded.commit(f"k{count}", {f"o{count}.bin": b"next"})  # appends cleanly after a cut
+        assert BatchProgress(directory, notice=StopNotice()).is_done(f"k{count}")
