@@ -35,15 +35,16 @@ def test_a_workload_is_running_until_it_exits_with_its_code(
 
 
 def test_reports_are_level_triggered_until_forget(harness: Harness) -> None:
-    harness.start("a-1")
-    harness.wait_running("a-1")
-    harness.finish("a-1", 0)
-    first = wait_phase(harness.runtime, "a-1", "exited")
+    allocation_id = "i-3f2a@1700000000"  # the core's allocation ids: subject@placed_at
+    harness.start(allocation_id)
+    harness.wait_running(allocation_id)
+    harness.finish(allocation_id, 0)
+    first = wait_phase(harness.runtime, allocation_id, "exited")
     assert harness.runtime.observe() == [first]
     assert harness.runtime.observe() == [first]
-    harness.runtime.forget("a-1")
+    harness.runtime.forget(allocation_id)
     assert harness.runtime.observe() == []
-    harness.runtime.forget("a-1")  # forgetting twice is harmless
+    harness.runtime.forget(allocation_id)  # forgetting twice is harmless
 
 
 def test_a_second_start_of_the_same_allocation_starts_nothing(harness: Harness) -> None:
@@ -111,7 +112,9 @@ def test_forget_refuses_a_running_workload(harness: Harness) -> None:
     harness.runtime.forget("a-1")
 
 
-@pytest.mark.parametrize("allocation_id", ["../escape", "a/b", "", ".hidden", "-x"])
+@pytest.mark.parametrize(
+    "allocation_id", ["../escape", "a/b", "", ".hidden", "..", "-x", "x" * 129]
+)
 def test_an_allocation_id_that_is_no_plain_name_is_refused(
     harness: Harness, allocation_id: str
 ) -> None:

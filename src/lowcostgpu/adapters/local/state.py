@@ -29,7 +29,7 @@ from lowcostgpu.adapters.local.shim import (
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.ports.runtime import WorkloadReport
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9@.:_-]{0,127}")  # e.g. the core's "i-3f2a@1700000000"
 
 UNKNOWN_EXIT_REASON = "exit status unknown: the workload and its shim are gone without a record"
 SHIM_DIED_REASON = "exit status unknown: the shim stopped while it was starting the workload"
@@ -41,7 +41,8 @@ def check_allocation_id(allocation_id: str) -> None:
     if not _ID.fullmatch(allocation_id):
         raise InvalidRequest(
             f"allocation id {allocation_id!r} is not valid for the local runtime",
-            hint="use letters, digits, '-' and '_' (at most 128 characters, not starting with '-')",
+            hint="use letters, digits and '@.:_-' (at most 128 characters, starting with a letter "
+            "or a digit)",
         )
 
 
