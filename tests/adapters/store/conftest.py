@@ -6,15 +6,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_support import BACKENDS, Backend, backend_for
+from store_support import BACKENDS, Backend, Databases
 
 from lowcostgpu.ports.store import Store
 
 
+@pytest.fixture(scope="session")
+def databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Databases]:
+    dbs = Databases(tmp_path_factory.mktemp("store-templates"))
+    yield dbs
+    dbs.close()
+
+
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    with backend_for(request.param, tmp_path) as b:
-        yield b
+def backend(
+    request: pytest.FixtureRequest, databases: Databases, tmp_path: Path
+) -> Iterator[Backend]:
+    b = databases.backend(request.param, tmp_path)
+    yield b
+    b.close_all()
 
 
 @pytest.fixture
@@ -23,6 +33,9 @@ def store(backend: Backend) -> Store:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    with backend_for(request.param, tmp_path) as b:
-        yield b
+def sql_backend(
+    request: pytest.FixtureRequest, databases: Databases, tmp_path: Path
+) -> Iterator[Backend]:
+    b = databases.backend(request.param, tmp_path)
+    yield b
+    b.close_all()

@@ -154,6 +154,7 @@ def test_deleted_instances_are_hidden_from_the_list_but_readable(store: Store) -
     create(store, "i-b", "i-a", "i-c")
     store.commit(Commit(instances=[InstanceWrite(state("i-b", status=InstanceStatus.DELETED), 1)]))
     assert [s.state.id for s in store.instances()] == ["i-a", "i-c"]
+    assert [s.state.id for s in store.instances(include_deleted=True)] == ["i-a", "i-b", "i-c"]
     assert store.instance("i-b").state.status is InstanceStatus.DELETED
 
 

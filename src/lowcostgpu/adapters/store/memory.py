@@ -98,9 +98,13 @@ class MemoryStore:
                 if row is not None and row["done_at"] is None:
                     row["done_at"] = at
 
-    def instances(self) -> list[StoredInstance]:
+    def instances(self, *, include_deleted: bool = False) -> list[StoredInstance]:
         with self._mutex:
-            live = [r for r in self._instances.values() if r["status"] != rows.DELETED]
+            live = [
+                r
+                for r in self._instances.values()
+                if include_deleted or r["status"] != rows.DELETED
+            ]
         return [rows.stored_instance(r) for r in sorted(live, key=lambda r: r["id"])]
 
     def instance(self, instance_id: str) -> StoredInstance:

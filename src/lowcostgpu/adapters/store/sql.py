@@ -176,8 +176,10 @@ class SqlStore:
 
     # --- reads -----------------------------------------------------------------------------
 
-    def instances(self) -> list[StoredInstance]:
-        q = sa.select(t.instances).where(t.instances.c.status != rows.DELETED)
+    def instances(self, *, include_deleted: bool = False) -> list[StoredInstance]:
+        q = sa.select(t.instances)
+        if not include_deleted:
+            q = q.where(t.instances.c.status != rows.DELETED)
         return [
             rows.stored_instance(r) for r in self._rows(q.order_by(self._text(t.instances.c.id)))
         ]

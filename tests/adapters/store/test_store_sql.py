@@ -1,0 +1,256 @@
+"""What only the SQL store has: URLs, the data directory, Alembic, locks across processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from store_support import PG_URL, Backend, launch, pg_schema, state
+
+from lowcostgpu.adapters.store import SqlStore, StoreDataError, StoreUnavailable
+from lowcostgpu.adapters.store.engine import parse_url
+from lowcostgpu.adapters.store.migrate import current_revision, head_revision
+from lowcostgpu.adapters.store.schema import metadata
+from lowcostgpu.domain.errors import InvalidRequest
+from lowcostgpu.domain.events import EventType, Reason
+from lowcostgpu.ports.store import Commit, EventRecord, InstanceWrite
+
+
+@pytest.mark.parametrize(
+    ("url", "driver"),
+    [
+        ("postgresql://u:secret@db:5432/lcg", "postgresql+psycopg"),
+        ("postgres://u@db/lcg", "postgresql+psycopg"),
+        ("postgresql+psycopg://u@db/lcg", "postgresql+psycopg"),
+        ("sqlite:////var/lib/lcg/store.db", "sqlite+pysqlite"),
+    ],
+)
+def test_supported_urls_map_to_their_driver(url: str, driver: str) -> None:
+    target = parse_url(url)
+    assert target.url.drivername == driver
+    assert "secret" not in target.shown
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("not a url", "not a database URL"),
+        ("mysql://u@db/lcg", "unsupported database 'mysql'"),
+        ("sqlite://", "names no database file"),
+        ("sqlite:///:memory:", "names no database file"),
+        ("postgresql://u@db", "no database named"),
+    ],
+)
+def test_a_bad_url_is_an_invalid_request(url: str, message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message) as info:
+        SqlStore.open(url)
+    assert info.value.hint and "sqlite:///" in info.value.hint
+
+
+def _bad_paths(tmp: Path) -> dict[str, tuple[Path, str]]:
+    (tmp / "a-file").write_text("x")
+    (tmp / "a-dir.db").mkdir()
+    return {
+        "missing directory": (tmp / "missing" / "store.db", "does not exist"),
+        "directory is a file": (tmp / "a-file" / "store.db", "is not a directory"),
+        "database is a directory": (tmp / "a-dir.db", "is not a file"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing directory", "directory is a file", "database is a dir"])
+def test_a_bad_data_directory_fails_clearly_and_leaves_nothing(tmp_path: Path, case: str) -> None:
+    key = "database is a directory" if case == "database is a dir" else case
+    path, message = _bad_paths(tmp_path)[key]
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(StoreUnavailable, match=message) as info:
+        SqlStore.open(f"sqlite:///{path}")
+    assert info.value.hint
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only directories anyway")
+def test_a_read_only_data_directory_fails_clearly(tmp_path: Path) -> None:
+    tmp_path.chmod(0o500)
+    try:
+        with pytest.raises(StoreUnavailable, match="not writable"):
+            SqlStore.open(f"sqlite:///{tmp_path / 'store.db'}")
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_an_unreachable_server_is_a_clear_error() -> None:
+    with pytest.raises(StoreUnavailable, match="cannot reach the database at postgresql"):
+        SqlStore.open("postgresql://nobody:pw@127.0.0.1:1/test")
+
+
+def _assert_schema_is_head(url: str) -> None:
+    engine = sa.create_engine(parse_url(url).url)
+    try:
+        with engine.connect() as conn:
+            diffs = compare_metadata(MigrationContext.configure(conn), metadata)
+        assert diffs == []  # the migrations build exactly the tables of schema.py
+        assert current_revision(engine) == head_revision() == "0001"
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_upgrade_on_an_empty_database_creates_the_schema(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    SqlStore.open(url).close()
+    _assert_schema_is_head(url)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.db"]  # WAL files gone at close
+
+
+def test_postgresql_upgrade_on_an_empty_schema_creates_the_schema() -> None:
+    with pg_schema() as url:
+        SqlStore.open(url).close()
+        _assert_schema_is_head(url)
+
+
+def test_opening_an_existing_database_again_keeps_its_data(sql_backend: Backend) -> None:
+    first = sql_backend.open()
+    first.commit(Commit(instances=[InstanceWrite(state("i-1"), None, launch("i-1"))]))
+    first.close()
+    for _ in range(2):
+        again = sql_backend.open()
+        assert [s.state for s in again.instances()] == [state("i-1")]
+        again.close()
+    assert sql_backend.url is not None
+    _assert_schema_is_head(sql_backend.url)
+
+
+def test_a_database_of_a_newer_version_is_refused(sql_backend: Backend) -> None:
+    assert sql_backend.url is not None
+    engine = sa.create_engine(parse_url(sql_backend.url).url)
+    set_version = sa.text("UPDATE alembic_version SET version_num = :v")
+    with engine.begin() as conn:
+        conn.execute(set_version, {"v": "9999"})
+    try:
+        with pytest.raises(StoreUnavailable, match="newer lowcostgpu"):
+            SqlStore.open(sql_backend.url)
+    finally:
+        with engine.begin() as conn:  # the PostgreSQL schema is shared by the session
+            conn.execute(set_version, {"v": head_revision()})
+        engine.dispose()
+
+
+def test_a_stored_state_with_an_unknown_field_is_refused_clearly(sql_backend: Backend) -> None:
+    store = sql_backend.open()
+    store.commit(Commit(instances=[InstanceWrite(state("i-1"), None, launch("i-1"))]))
+    assert sql_backend.url is not None
+    engine = sa.create_engine(parse_url(sql_backend.url).url)
+    with engine.begin() as conn:
+        edit = sa.text("UPDATE instances SET state = replace(state, '{', :new)")
+        conn.execute(edit, {"new": '{"colour":1,'})
+    engine.dispose()
+    with pytest.raises(StoreDataError, match=r"unknown field.*colour.*InstanceState"):
+        store.instance("i-1")
+
+
+def _event(key: str) -> EventRecord:
+    return EventRecord(key, 1, "acct-1", "instance", "i-1", EventType.NORMAL, Reason.QUEUED, "m")
+
+
+def test_concurrent_writers_get_distinct_increasing_event_seqs(sql_backend: Backend) -> None:
+    stores = [sql_backend.open() for _ in range(4)]
+
+    def write(n: int) -> None:
+        for i in range(10):
+            stores[n].commit(Commit(events=[_event(f"w{n}-{i}-a"), _event(f"w{n}-{i}-b")]))
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    got = stores[0].events()
+    assert [e.seq for e in got] == list(range(1, 81))
+    for n in range(4):  # each commit's pair is adjacent: seqs follow commit order
+        mine = [e.seq for e in got if e.key.startswith(f"w{n}-")]
+        assert all(b == a + 1 for a, b in zip(mine[::2], mine[1::2], strict=True))
+
+
+# --- the lead lock across processes ---------------------------------------------------------
+
+_OTHER_PROCESS = textwrap.dedent(
+    """
+    import sys
+    from lowcostgpu.adapters.store import SqlStore
+    store = SqlStore.open(sys.argv[1])
+    for line in sys.stdin:  # one try_lead per line read
+        print(store.try_lead("other-process"), flush=True)
+    """
+)
+
+
+def _eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_lead_excludes_other_processes_and_a_killed_holder_frees_it(
+    sql_backend: Backend,
+) -> None:
+    assert sql_backend.url is not None
+    store = sql_backend.open()
+    assert store.try_lead("me")
+    other = subprocess.Popen(
+        [sys.executable, "-c", _OTHER_PROCESS, sql_backend.url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert other.stdin is not None and other.stdout is not None
+
+    def other_tries() -> str:
+        other.stdin.write("try\n")  # type: ignore[union-attr]
+        other.stdin.flush()  # type: ignore[union-attr]
+        return other.stdout.readline().strip()  # type: ignore[union-attr]
+
+    try:
+        assert other_tries() == "False"  # refused while this process leads
+        store.release_lead("me")
+        assert other_tries() == "True"
+        assert other_tries() == "True"  # the holder keeps it
+        assert not store.try_lead("me")
+        other.send_signal(signal.SIGKILL)  # the holder dies without releasing anything
+        other.wait(timeout=10)
+        assert _eventually(lambda: store.try_lead("me"))
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_lead_whose_session_died_is_taken_again_on_a_new_one() -> None:
+    """PostgreSQL ends the lead's session (a restart, a dropped connection): the lock is gone."""
+    with pg_schema() as url:
+        store, other = SqlStore.open(url), SqlStore.open(url)
+        try:
+            assert store.try_lead("me")
+            pid = store._lead._conn.execute(sa.text("SELECT pg_backend_pid()")).scalar()  # type: ignore[attr-defined]
+            with psycopg.connect(PG_URL, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            assert _eventually(lambda: other.try_lead("other"))  # the server freed it
+            other.release_lead("other")
+            assert store.try_lead("me")  # on a new session
+            assert not other.try_lead("other")
+        finally:
+            store.close()
+            other.close()
