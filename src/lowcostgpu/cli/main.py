@@ -44,6 +44,34 @@ def demo(
 
 
 @app.command()
+def serve(
+    data_dir: Annotated[Path, typer.Option(help="where the store, logs and volumes live")] = Path(
+        "./data"
+    ),
+    db: Annotated[
+        str | None,
+        typer.Option(help="store URL: sqlite:///FILE (default, in --data-dir) or postgresql://…"),
+    ] = None,
+    fleet: Annotated[
+        Path | None, typer.Option(help="fleet TOML file (default: the demo fleet)")
+    ] = None,
+    catalog: Annotated[
+        Path | None, typer.Option(help="GPU catalog TOML file (default: the shipped one)")
+    ] = None,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8080,
+    metering_interval_s: Annotated[int, typer.Option(help="60 to 120")] = 60,
+) -> None:
+    """Run the control plane: store, reconcile loop, local runtime and the API."""
+    from lowcostgpu.api.server import serve as run_server
+    from lowcostgpu.bootstrap.serve import ServeOptions
+
+    options = ServeOptions(data_dir, db, fleet, catalog, host, port, metering_interval_s)
+    with _clear_errors():
+        run_server(options, typer.echo)
+
+
+@app.command()
 def templates() -> None:
     """List the launch templates (`--template NAME`)."""
     from rich.console import Console

@@ -78,3 +78,15 @@ class PaymentRequired(LowcostgpuError):
     """The account's prepaid balance cannot cover a new launch."""
 
     code = "payment_required"
+
+
+class Unauthenticated(LowcostgpuError):
+    """No credentials, or credentials that do not check out."""
+
+    code = "unauthenticated"
+
+
+class Unavailable(LowcostgpuError):
+    """The service cannot do this now (a standby server, a store that cannot be reached)."""
+
+    code = "unavailable"

@@ -100,8 +100,8 @@ class Store(Protocol):
         """Write all of it in one transaction, or raise `StaleWrite` and write nothing."""
         ...
 
-    def instances(self) -> list[StoredInstance]:
-        """Every instance that is not deleted, with its version."""
+    def instances(self, *, include_deleted: bool = False) -> list[StoredInstance]:
+        """Every instance that is not deleted (or every one), with its version."""
         ...
 
     def instance(self, instance_id: str) -> StoredInstance:

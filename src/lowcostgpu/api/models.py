@@ -1,0 +1,137 @@
+"""Request and response bodies of the API (Pydantic). Money travels as exact decimal strings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lowcostgpu.app.plane import ControlPlane
+from lowcostgpu.core.rating import build_invoice
+from lowcostgpu.domain.capacity import CapacityClass
+from lowcostgpu.ports.store import EventRecord, StoredInstance
+
+
+class InstanceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gpu: str = Field(description="GPU type, e.g. a100-sxm4 (see the prices)")
+    type: str = Field("interruptible", description="interruptible or on-demand")
+    gpus: int = Field(1, ge=1, le=64)
+    region: str | None = None
+    template: str | None = Field(None, description="a launch template (see `templates`)")
+    command: list[str] = Field(default_factory=list, description="argv, run without a shell")
+    env: dict[str, str] = Field(default_factory=dict)
+    volume: str | None = Field(None, description="NAME:SIZE, e.g. ckpts:50GB")
+    auto_requeue: bool = True
+    grace_period_s: int = Field(300, ge=0, le=300)
+
+
+class CheckpointIn(BaseModel):
+    step: int = Field(ge=0)
+    path: str | None = None
+    duration_s: float | None = None
+
+
+class CompleteIn(BaseModel):
+    step: int | None = Field(None, ge=0)
+
+
+class InstanceOut(BaseModel):
+    id: str
+    status: str
+    gpu: str
+    region: str
+    gpus: int
+    type: str
+    price_per_hour: str
+    restart_count: int
+    interruption_count: int
+    last_checkpoint_step: int | None
+    host_id: str | None
+    gpu_indices: list[int]
+    queue_position: int | None
+    notice_at: int | None
+    deadline: int | None
+    exit_code: int | None
+    failure_reason: str | None
+    volume: str | None
+    created_at: int
+
+    @classmethod
+    def of(cls, plane: ControlPlane, stored: StoredInstance) -> InstanceOut:
+        s, launch = stored.state, stored.launch
+        gpu = plane.catalog.gpu(s.pool.gpu_type)
+        rate = (
+            gpu.interruptible_per_gpu_hour
+            if s.capacity_class is CapacityClass.INTERRUPTIBLE
+            else gpu.on_demand_per_gpu_hour
+        )
+        volume = f"{launch.volume_name}:{launch.volume_size_gb}GB" if launch.volume_name else None
+        return cls(
+            id=s.id,
+            status=str(s.status),
+            gpu=s.pool.gpu_type,
+            region=s.pool.region,
+            gpus=s.gpus,
+            type=str(s.capacity_class),
+            price_per_hour=f"{rate.times(s.gpus).amount.normalize():f}",
+            restart_count=s.restart_count,
+            interruption_count=s.interruption_count,
+            last_checkpoint_step=s.last_checkpoint_step,
+            host_id=s.host_id,
+            gpu_indices=list(s.gpu_indices),
+            queue_position=plane.queue_position(s.id),
+            notice_at=s.notice_at,
+            deadline=s.deadline,
+            exit_code=s.exit_code,
+            failure_reason=s.failure_reason,
+            volume=volume,
+            created_at=launch.created_at,
+        )
+
+
+class UsageOut(BaseModel):
+    instance_id: str
+    gpu_seconds: int
+    metered_through: int | None
+    amount: str
+    amount_exact: str
+
+    @classmethod
+    def of(cls, instance_id: str, plane: ControlPlane) -> UsageOut:
+        records = [r for r in plane.store.usage() if r.subject_id == instance_id]
+        end = max((r.interval_end for r in records), default=None)
+        account = records[0].account_id if records else ""
+        invoice = build_invoice(account, records, plane.catalog, 0, end or 0)
+        return cls(
+            instance_id=instance_id,
+            gpu_seconds=sum(r.quantity_s for r in records if r.kind == "gpu"),
+            metered_through=end,
+            amount=f"{invoice.total.amount:f}",
+            amount_exact=f"{invoice.total_exact.amount:f}",
+        )
+
+
+class EventOut(BaseModel):
+    seq: int | None
+    at: int
+    type: str
+    reason: str
+    object_kind: str
+    object_id: str
+    message: str
+    data: dict[str, Any]
+
+    @classmethod
+    def of(cls, e: EventRecord) -> EventOut:
+        return cls(
+            seq=e.seq,
+            at=e.at,
+            type=str(e.type),
+            reason=str(e.reason),
+            object_kind=e.object_kind,
+            object_id=e.object_id,
+            message=e.message,
+            data=dict(e.data),
+        )

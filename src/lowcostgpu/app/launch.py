@@ -1,0 +1,97 @@
+"""A launch request as a user states it, checked and turned into what the engine and store take."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from lowcostgpu.core.engine import LaunchSpec
+from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey
+from lowcostgpu.domain.catalog import Catalog
+from lowcostgpu.domain.errors import InvalidRequest, NotFound
+from lowcostgpu.domain.volumes import parse_volume_spec
+from lowcostgpu.ports.store import LaunchRecord
+from lowcostgpu.templates.registry import UnknownTemplate, command_for
+
+ENV_PREFIX_RESERVED = "LOWCOSTGPU_"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    account_id: str
+    gpu_type: str
+    type: str = "interruptible"
+    gpus: int = 1
+    region: str | None = None
+    template: str | None = None
+    command: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    volume: str | None = None  # NAME:SIZE, e.g. ckpts:50GB
+    auto_requeue: bool = True
+    grace_period_s: int = 300
+
+
+def build_launch(
+    request: LaunchRequest, instance_id: str, catalog: Catalog, hosts: Sequence[Host]
+) -> tuple[LaunchSpec, LaunchRecord]:
+    catalog.gpu(request.gpu_type)  # NotFound lists the known types
+    capacity_class = CapacityClass.parse(request.type)
+    pool = _pool(request, hosts)
+    argv = _argv(request)
+    reserved = sorted(k for k in request.env if k.startswith(ENV_PREFIX_RESERVED))
+    if reserved:
+        raise InvalidRequest(
+            f"environment variables {', '.join(reserved)} are set by lowcostgpu",
+            hint="remove them from env; names starting with LOWCOSTGPU_ are reserved",
+        )
+    volume = parse_volume_spec(request.volume) if request.volume else None
+    spec = LaunchSpec(
+        instance_id=instance_id,
+        pool=pool,
+        gpus=request.gpus,
+        capacity_class=capacity_class,
+        account_id=request.account_id,
+        auto_requeue=request.auto_requeue,
+        grace_period_s=request.grace_period_s,
+    )
+    record = LaunchRecord(
+        instance_id=instance_id,
+        account_id=request.account_id,
+        argv=tuple(argv),
+        env=dict(request.env),
+        template=request.template,
+        volume_name=volume.name if volume else None,
+        volume_size_gb=volume.size_gb if volume else None,
+    )
+    return spec, record
+
+
+def _pool(request: LaunchRequest, hosts: Sequence[Host]) -> PoolKey:
+    regions = sorted({h.pool.region for h in hosts if h.pool.gpu_type == request.gpu_type})
+    if not regions:
+        raise NotFound(
+            f"this fleet has no {request.gpu_type} GPUs",
+            hint="see `lowcostgpu fleet` for the GPU types and regions it has",
+        )
+    if request.region is None:
+        return PoolKey(regions[0], request.gpu_type)
+    if request.region not in regions:
+        raise NotFound(
+            f"no {request.gpu_type} GPUs in region {request.region}",
+            hint=f"{request.gpu_type} is available in: {', '.join(regions)}",
+        )
+    return PoolKey(request.region, request.gpu_type)
+
+
+def _argv(request: LaunchRequest) -> list[str]:
+    if request.template and request.template != "shell":
+        try:
+            return command_for(request.template, list(request.command))
+        except UnknownTemplate as exc:
+            raise InvalidRequest(str(exc.args[0]), hint="see `lowcostgpu templates`") from None
+    if not request.command:
+        raise InvalidRequest(
+            "nothing to run: give a template or a command",
+            hint="e.g. --template pytorch, or -- python train.py",
+        )
+    return list(request.command)

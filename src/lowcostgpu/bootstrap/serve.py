@@ -1,0 +1,96 @@
+"""`lowcostgpu serve`: the control plane on this machine — store, local runtime, loop and API."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from lowcostgpu.adapters.clock import RandomIds, SystemClock
+from lowcostgpu.adapters.files import load_catalog, load_fleet
+from lowcostgpu.adapters.local.runtime import LocalRuntime
+from lowcostgpu.adapters.local.volumes import LocalVolumes
+from lowcostgpu.adapters.store.sql import SqlStore
+from lowcostgpu.app.loop import ReconcileLoop
+from lowcostgpu.app.plane import PlaneConfig
+from lowcostgpu.bootstrap.wiring import Wired, wire
+from lowcostgpu.core.metering import check_interval
+from lowcostgpu.domain.errors import ConfigError
+
+MIN_FREE_BYTES = 64 * 2**20
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    data_dir: Path
+    db: str | None = None
+    fleet: Path | None = None
+    catalog: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    metering_interval_s: int = 60
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def prepare_data_dir(path: Path) -> Path:
+    """Create the data directory, or say clearly why it cannot be used — before writing state."""
+    path = path.expanduser().resolve()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".probe-{os.getpid()}"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"the data directory {path} cannot be written: {exc.strerror or exc}",
+            hint="choose another with --data-dir, or fix its permissions",
+        ) from None
+    free = shutil.disk_usage(path).free
+    if free < MIN_FREE_BYTES:
+        raise ConfigError(
+            f"the disk of {path} has only {free // 2**20} MiB free; lowcostgpu needs at least "
+            f"{MIN_FREE_BYTES // 2**20} MiB for its store and logs",
+            hint="free some space or choose another --data-dir",
+        )
+    return path
+
+
+def token_secret(data_dir: Path) -> bytes:
+    """The secret instance tokens are signed with: made once, kept with the data (mode 0600)."""
+    path = data_dir / "token-secret"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+    return path.read_bytes()
+
+
+def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, LocalRuntime]:
+    check_interval(options.metering_interval_s)
+    catalog = load_catalog(options.catalog)
+    hosts = load_fleet(options.fleet, catalog)
+    data_dir = prepare_data_dir(options.data_dir)
+    store = SqlStore.open(options.db or f"sqlite:///{data_dir / 'lowcostgpu.db'}")
+    runtime = LocalRuntime(data_dir / "runtime")
+    wired = wire(
+        store=store,
+        runtime=runtime,
+        volumes=LocalVolumes(data_dir),
+        clock=SystemClock(),
+        ids=RandomIds(),
+        hosts=hosts,
+        catalog=catalog,
+        secret=token_secret(data_dir),
+        metadata_url=f"{options.url}/v1/metadata",
+        config=PlaneConfig(metering_interval_s=options.metering_interval_s),
+    )
+    loop = ReconcileLoop(wired.plane, owner=f"{socket.gethostname()}:{os.getpid()}")
+    return wired, loop, runtime

@@ -1,0 +1,52 @@
+"""Wiring: the one place that knows every adapter and builds the control plane from them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lowcostgpu.app.effects import EffectRunner
+from lowcostgpu.app.plane import ControlPlane, PlaneConfig
+from lowcostgpu.app.tokens import Tokens
+from lowcostgpu.domain.capacity import Host
+from lowcostgpu.domain.catalog import Catalog
+from lowcostgpu.ports.clock import Clock, IdSource
+from lowcostgpu.ports.runtime import Runtime, Volumes
+from lowcostgpu.ports.store import Store
+
+
+@dataclass
+class Wired:
+    plane: ControlPlane
+    runner: EffectRunner
+    tokens: Tokens
+
+
+def wire(
+    *,
+    store: Store,
+    runtime: Runtime,
+    volumes: Volumes,
+    clock: Clock,
+    ids: IdSource,
+    hosts: Sequence[Host],
+    catalog: Catalog,
+    secret: bytes,
+    metadata_url: str,
+    config: PlaneConfig | None = None,
+) -> Wired:
+    tokens = Tokens(secret)
+    runner = EffectRunner(
+        store=store, runtime=runtime, volumes=volumes, tokens=tokens, metadata_url=metadata_url
+    )
+    plane = ControlPlane(
+        store=store,
+        runtime=runtime,
+        clock=clock,
+        ids=ids,
+        hosts=hosts,
+        catalog=catalog,
+        config=config or PlaneConfig(),
+        carry_out=runner.run,
+    )
+    return Wired(plane, runner, tokens)
