@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from decimal import Decimal
 
 import pytest
 from store_support import launch, rich_state, state
 
+from lowcostgpu.adapters.store import StoreDataError
 from lowcostgpu.core.lifecycle import Run
 from lowcostgpu.core.metering import UsageRecord
 from lowcostgpu.domain.capacity import CapacityClass
@@ -118,6 +120,18 @@ def test_a_stale_write_raises_and_writes_nothing_of_the_commit(
     assert store.usage() == [] and store.metered_through() == {} and store.volumes() == []
     store.commit(replace(commit, instances=[fresh]))  # the same commit, without the stale part
     assert len(store.events()) == 1 and len(store.pending_outbox()) == 1
+
+
+def test_a_commit_with_an_unstorable_value_writes_nothing(store: Store) -> None:
+    bad = replace(event("e-2"), data={"amount": Decimal("1.5")})
+    commit = Commit(
+        instances=[InstanceWrite(state("i-1"), None, launch("i-1"))],
+        outbox=[outbox("o-1")],
+        events=[event("e-1"), bad],
+    )
+    with pytest.raises(StoreDataError, match="Decimal"):
+        store.commit(commit)
+    assert store.instances() == [] and store.events() == [] and store.pending_outbox() == []
 
 
 def test_two_writes_of_one_instance_in_a_commit_chain_their_versions(store: Store) -> None:

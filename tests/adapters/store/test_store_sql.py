@@ -91,6 +91,14 @@ def test_a_read_only_data_directory_fails_clearly(tmp_path: Path) -> None:
         tmp_path.chmod(0o700)
 
 
+def test_a_file_that_is_not_a_database_is_refused_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    path.write_bytes(b"not sqlite at all " * 300)
+    with pytest.raises(StoreUnavailable, match="is not a SQLite database"):
+        SqlStore.open(f"sqlite:///{path}")
+    assert path.read_bytes() == b"not sqlite at all " * 300
+
+
 def test_an_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(StoreUnavailable, match="cannot reach the database at postgresql"):
         SqlStore.open("postgresql://nobody:pw@127.0.0.1:1/test")

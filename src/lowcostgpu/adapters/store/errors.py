@@ -46,6 +46,11 @@ def translated(where: str) -> Iterator[None]:
         ) from None
     except exc.SQLAlchemyError as e:
         detail = _first_line(getattr(e, "orig", None) or e)
+        if "not a database" in detail:
+            raise StoreUnavailable(
+                f"{where} is not a SQLite database: {detail}",
+                hint="move the file away or point the store at another path",
+            ) from None
         raise StoreUnavailable(
             f"the database at {where} refused an operation: {detail}",
             hint="check that the database is not read-only and its schema was not edited by hand",

@@ -49,10 +49,13 @@ class MemoryStore:
             outbox = [rows.outbox_row(e) for e in commit.outbox]
             usage = [rows.usage_row(u) for u in commit.usage]
             volumes = [rows.volume_row(v) for v in commit.volumes]
+            events = self._new_events(commit.events)
+            # Everything is encoded and checked: from here on nothing can fail half-way.
             self._instances.update(instances)
             for o in outbox:
                 self._outbox.setdefault(o["key"], {**o, "done_at": None})
-            self._append_events(commit.events)
+            self._events.extend(events)
+            self._event_keys.update(e["key"] for e in events)
             for u in usage:
                 self._usage.setdefault((u["subject_id"], u["kind"], u["interval_start"]), u)
             self._metered.update(commit.metered_through)
@@ -81,15 +84,17 @@ class MemoryStore:
             after[w.state.id] = {**current, **rows.instance_row(w.state), "version": version}
         return after
 
-    def _append_events(self, events: Sequence[EventRecord]) -> None:
-        new = []
+    def _new_events(self, events: Sequence[EventRecord]) -> list[_Row]:
+        """The rows of the events not stored yet, numbered after the last one."""
+        new: list[_Row] = []
+        seen = set(self._event_keys)
         seq = self._events[-1]["seq"] if self._events else 0
         for e in events:
-            if e.key not in self._event_keys:
-                self._event_keys.add(e.key)
+            if e.key not in seen:
+                seen.add(e.key)
                 seq += 1
                 new.append(rows.event_row(e, seq))
-        self._events.extend(new)
+        return new
 
     def mark_done(self, keys: Sequence[str], at: Timestamp) -> None:
         with self._mutex:
