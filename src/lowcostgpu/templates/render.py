@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from lowcostgpu.sdk.batch import BatchProgress, fingerprint_of
 from lowcostgpu.templates._png import encode_png
-from lowcostgpu.templates._runtime import exit_now, say, start_workload
+from lowcostgpu.templates._runtime import EXIT_INTERRUPTED, exit_now, say, start_workload
 
 Array = NDArray[np.float64]
 SUN = np.array([-0.5, 1.0, -0.3]) / np.linalg.norm([-0.5, 1.0, -0.3])
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if progress.should_stop():
             progress.report()
             say(f"checkpoint step {progress.done_count} on volume")
-            return 0
+            return EXIT_INTERRUPTED
         image = render(scene, frame, args.frames, args.width, args.height)
         progress.commit(key, {f"frame_{frame:05d}.png": encode_png(image)})
         say(f"frame {frame} written")

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from lowcostgpu.sdk.env import WorkloadEnv
 from lowcostgpu.sdk.metadata import MetadataClient
-from lowcostgpu.sdk.notice import StopNotice, default_notice
+from lowcostgpu.sdk.notice import EXIT_INTERRUPTED, StopNotice, default_notice
 
-# 128 + SIGTERM: what a shell reports for a process ended by SIGTERM. Exiting with it after a
-# notice keeps "stopped because we were asked to" distinguishable from success (0) everywhere,
-# also for tools that only look at the exit status.
-EXIT_INTERRUPTED = 143
+__all__ = ["EXIT_INTERRUPTED", "resolve_notice"]
 
 
 def resolve_notice(notice: StopNotice | None) -> StopNotice:
