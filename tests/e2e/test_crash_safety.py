@@ -213,14 +213,20 @@ def _check_resumes_and_meter(server: Server, finished: dict[str, dict[str, Any]]
             )
             assert after["restart"] > before["restart"]
         runs_of[instance_id] = runs
+    interrupted_runs = sum(len(runs) - 1 for runs in runs_of.values())
+    assert interrupted_runs >= 1, "no work was ever interrupted: the test proved nothing"
     # Metering closes an interval once it has ended: wait for the last one, then compare.
     time.sleep(METERING_INTERVAL_S + 5)
+    worst_s = 0.0
     for instance_id, runs in runs_of.items():
         real_s = sum((r["sigterm"] or r["stop"]) - r["start"] for r in runs)
         gpus = finished[instance_id]["gpus"]
         usage = server.call("GET", f"/v1/instances/{instance_id}/usage")
-        assert abs(usage["gpu_seconds"] - gpus * real_s) <= gpus * METERING_INTERVAL_S, (
-            instance_id,
-            usage,
-            real_s,
-        )
+        off_s = abs(usage["gpu_seconds"] - gpus * real_s)
+        assert off_s <= gpus * METERING_INTERVAL_S, (instance_id, usage, real_s)
+        worst_s = max(worst_s, off_s / gpus)
+    print(
+        f"\ncrash-safety: {ROUNDS} kills, {server.starts} starts, {len(runs_of)} jobs, "
+        f"{interrupted_runs} interrupted runs resumed from their checkpoint, "
+        f"worst meter error {worst_s:.1f} s per GPU"
+    )
