@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from decimal import Decimal
+from typing import Any, Literal, Protocol
 
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.core.metering import MeterKey, UsageRecord
@@ -86,6 +87,49 @@ class VolumeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class AccountRecord:
+    """A customer: owns instances, volumes, keys and one prepaid balance."""
+
+    id: str
+    name: str
+    created_at: Timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    """An API key as stored: only its SHA-256 (the key itself is shown once, at creation).
+
+    `account_id` is None for an admin key (it manages accounts, it owns nothing). `prefix` is the
+    key's first characters, kept to tell keys apart in listings without revealing them.
+    """
+
+    key_hash: str
+    account_id: str | None
+    prefix: str
+    created_at: Timestamp
+
+
+LedgerKind = Literal["topup", "charge"]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """A movement of an account's prepaid balance; the balance is the sum of its entries.
+
+    Inserted unless `key` exists, never updated: a usage record's charge is keyed by the record,
+    so it is taken once however often the commit that carries it is replayed. `amount` is signed
+    (a top-up positive, a charge negative) and exact.
+    """
+
+    key: str
+    account_id: str
+    at: Timestamp
+    kind: LedgerKind
+    amount: Decimal
+    memo: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Commit:
     instances: Sequence[InstanceWrite] = ()
     outbox: Sequence[OutboxEntry] = ()
@@ -93,6 +137,9 @@ class Commit:
     usage: Sequence[UsageRecord] = ()  # inserted unless (subject, kind, interval) exists
     metered_through: Mapping[MeterKey, Timestamp] = field(default_factory=dict)
     volumes: Sequence[VolumeRecord] = ()  # upserted by (account_id, name)
+    accounts: Sequence[AccountRecord] = ()  # inserted; an existing id is a `Conflict`
+    api_keys: Sequence[ApiKeyRecord] = ()  # inserted unless the hash exists
+    ledger: Sequence[LedgerEntry] = ()  # inserted unless the key exists
 
 
 class Store(Protocol):
@@ -123,6 +170,30 @@ class Store(Protocol):
     def metered_through(self) -> dict[MeterKey, Timestamp]: ...
 
     def volumes(self, account_id: str | None = None) -> list[VolumeRecord]: ...
+
+    def accounts(self) -> list[AccountRecord]:
+        """Every account, by id."""
+        ...
+
+    def account(self, account_id: str) -> AccountRecord:
+        """One account; `NotFound` if there is none."""
+        ...
+
+    def api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        """The key with that hash, if any."""
+        ...
+
+    def api_keys(self, account_id: str | None = None) -> list[ApiKeyRecord]:
+        """Keys (of one account, or all), oldest first; admin keys have no account."""
+        ...
+
+    def ledger(self, account_id: str | None = None) -> list[LedgerEntry]:
+        """Balance movements (of one account, or all), in time then key order."""
+        ...
+
+    def balances(self) -> dict[str, Decimal]:
+        """Every account's balance that has ledger entries: the exact sum of its entries."""
+        ...
 
     def try_lead(self, owner: str) -> bool:
         """Take (or keep) the single-writer lock: only one loop may act on a store."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from lowcostgpu.adapters.store import rows
@@ -20,8 +21,11 @@ from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound, StaleWrite
 from lowcostgpu.ports.store import (
+    AccountRecord,
+    ApiKeyRecord,
     Commit,
     EventRecord,
+    LedgerEntry,
     OutboxEntry,
     StoredInstance,
     VolumeRecord,
@@ -40,6 +44,9 @@ class MemoryStore:
         self._usage: dict[tuple[str, str, Timestamp], _Row] = {}
         self._metered: dict[MeterKey, Timestamp] = {}
         self._volumes: dict[tuple[str, str], _Row] = {}
+        self._accounts: dict[str, _Row] = {}
+        self._api_keys: dict[str, _Row] = {}
+        self._ledger: dict[str, _Row] = {}
         self._leader: str | None = None
 
     def commit(self, commit: Commit) -> None:
@@ -49,6 +56,9 @@ class MemoryStore:
             outbox = [rows.outbox_row(e) for e in commit.outbox]
             usage = [rows.usage_row(u) for u in commit.usage]
             volumes = [rows.volume_row(v) for v in commit.volumes]
+            accounts = [rows.account_row(a) for a in commit.accounts]
+            api_keys = [rows.api_key_row(k) for k in commit.api_keys]
+            ledger = [rows.ledger_row(e) for e in commit.ledger]
             events = self._new_events(commit.events)
             # Everything is encoded and checked: from here on nothing can fail half-way.
             self._instances.update(instances)
@@ -61,6 +71,12 @@ class MemoryStore:
             self._metered.update(commit.metered_through)
             for v in volumes:
                 self._volumes[(v["account_id"], v["name"])] = v
+            for a in accounts:
+                self._accounts.setdefault(a["id"], a)
+            for k in api_keys:
+                self._api_keys.setdefault(k["key_hash"], k)
+            for e in ledger:
+                self._ledger.setdefault(e["key"], e)
 
     def _versioned(self, commit: Commit) -> dict[str, _Row]:
         """The instance rows after `commit`, or `StaleWrite` with nothing changed."""
@@ -154,6 +170,46 @@ class MemoryStore:
             found = [r for r in self._volumes.values() if account_id in (None, r["account_id"])]
         found.sort(key=lambda r: (r["account_id"], r["name"]))
         return [rows.volume_record(r) for r in found]
+
+    def accounts(self) -> list[AccountRecord]:
+        with self._mutex:
+            found = sorted(self._accounts.values(), key=lambda r: r["id"])
+        return [rows.account_record(r) for r in found]
+
+    def account(self, account_id: str) -> AccountRecord:
+        with self._mutex:
+            row = self._accounts.get(account_id)
+        if row is None:
+            raise NotFound(f"no account {account_id}", hint="list accounts to see their ids")
+        return rows.account_record(row)
+
+    def api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        with self._mutex:
+            row = self._api_keys.get(key_hash)
+        return None if row is None else rows.api_key_record(row)
+
+    def api_keys(self, account_id: str | None = None) -> list[ApiKeyRecord]:
+        with self._mutex:
+            found = [
+                r
+                for r in self._api_keys.values()
+                if account_id is None or r["account_id"] == account_id
+            ]
+        found.sort(key=lambda r: (r["created_at"], r["key_hash"]))
+        return [rows.api_key_record(r) for r in found]
+
+    def ledger(self, account_id: str | None = None) -> list[LedgerEntry]:
+        with self._mutex:
+            found = [r for r in self._ledger.values() if account_id in (None, r["account_id"])]
+        found.sort(key=lambda r: (r["at"], r["key"]))
+        return [rows.ledger_entry(r) for r in found]
+
+    def balances(self) -> dict[str, Decimal]:
+        amounts: dict[str, list[Decimal]] = {}
+        with self._mutex:
+            for r in self._ledger.values():
+                amounts.setdefault(r["account_id"], []).append(rows.ledger_amount(r["amount"]))
+        return {account: rows.exact_sum(values) for account, values in sorted(amounts.items())}
 
     def try_lead(self, owner: str) -> bool:
         with self._mutex:

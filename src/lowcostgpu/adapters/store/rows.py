@@ -7,6 +7,7 @@ in-memory fake refuse the same malformed commits with the same errors.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
 from lowcostgpu.adapters.store import codec
@@ -18,16 +19,21 @@ from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.store import (
+    AccountRecord,
+    ApiKeyRecord,
     Commit,
     EventRecord,
     InstanceWrite,
     LaunchRecord,
+    LedgerEntry,
+    LedgerKind,
     OutboxEntry,
     StoredInstance,
     VolumeRecord,
 )
 
 _USAGE_KINDS = ("gpu", "storage")
+_LEDGER_KINDS = ("topup", "charge")
 Row = Mapping[Any, Any]  # a dict, or a SQLAlchemy RowMapping
 
 
@@ -46,6 +52,11 @@ def check_commit(commit: Commit) -> None:
     for subject, kind in commit.metered_through:
         if kind not in _USAGE_KINDS:
             raise InvalidRequest(f"metered_through of {subject}: unknown kind {kind!r}")
+    for entry in commit.ledger:
+        if entry.kind not in _LEDGER_KINDS:
+            raise InvalidRequest(f"ledger entry {entry.key}: unknown kind {entry.kind!r}")
+        if not isinstance(entry.amount, Decimal) or not entry.amount.is_finite():
+            raise InvalidRequest(f"ledger entry {entry.key}: the amount must be a finite Decimal")
 
 
 def new_instance_row(w: InstanceWrite) -> dict[str, Any]:
@@ -175,3 +186,75 @@ def volume_record(row: Row) -> VolumeRecord:
 
 _VOLUME_FIELDS = ("account_id", "name", "size_gb", "created_at", "deleted_at")
 DELETED = InstanceStatus.DELETED.value
+
+
+def account_row(a: AccountRecord) -> dict[str, Any]:
+    return {"id": a.id, "name": a.name, "created_at": a.created_at}
+
+
+def account_record(row: Row) -> AccountRecord:
+    return AccountRecord(id=row["id"], name=row["name"], created_at=row["created_at"])
+
+
+def api_key_row(k: ApiKeyRecord) -> dict[str, Any]:
+    return {
+        "key_hash": k.key_hash,
+        "account_id": k.account_id,
+        "prefix": k.prefix,
+        "created_at": k.created_at,
+    }
+
+
+def api_key_record(row: Row) -> ApiKeyRecord:
+    return ApiKeyRecord(
+        key_hash=row["key_hash"],
+        account_id=row["account_id"],
+        prefix=row["prefix"],
+        created_at=row["created_at"],
+    )
+
+
+def ledger_row(e: LedgerEntry) -> dict[str, Any]:
+    """Amounts are kept as exact decimal text: no database number type is exact on both."""
+    return {
+        "key": e.key,
+        "account_id": e.account_id,
+        "at": e.at,
+        "kind": e.kind,
+        "amount": f"{e.amount:f}",
+        "memo": e.memo,
+    }
+
+
+def ledger_entry(row: Row) -> LedgerEntry:
+    return LedgerEntry(
+        key=row["key"],
+        account_id=row["account_id"],
+        at=row["at"],
+        kind=_ledger_kind(row["kind"]),
+        amount=ledger_amount(row["amount"]),
+        memo=row["memo"],
+    )
+
+
+def ledger_amount(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise StoreDataError(f"ledger amount {text!r} in the store is not a number") from None
+    return value
+
+
+def _ledger_kind(kind: str) -> LedgerKind:
+    if kind == "topup":
+        return "topup"
+    if kind == "charge":
+        return "charge"
+    raise StoreDataError(f"unknown ledger kind {kind!r} in the store")
+
+
+def exact_sum(amounts: list[Decimal]) -> Decimal:
+    """A sum that never rounds: the context grows to the digits the amounts need."""
+    with localcontext() as ctx:
+        ctx.prec = 1000
+        return sum(amounts, Decimal(0))

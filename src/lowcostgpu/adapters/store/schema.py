@@ -1,6 +1,6 @@
 """The store's tables (SQLAlchemy Core). Alembic creates them; this module only describes them.
 
-Six tables, one per kind of record of the `Store` port. Text columns have no length limit (so
+Nine tables, one per kind of record of the `Store` port. Text columns have no length limit (so
 SQLite and PostgreSQL accept the same values). Timestamps are integer seconds since the
 epoch (the core's `Timestamp`), never database clock values: the store never reads the time.
 
@@ -14,6 +14,8 @@ epoch (the core's `Timestamp`), never database clock values: the store never rea
 - usage: one row per (subject, kind, interval); inserted once, never updated.
 - metered_through: per (subject, kind), up to when usage is in the table.
 - volumes: per (account, name).
+- accounts, api_keys (SHA-256 of the key, never the key), ledger (balance movements as exact
+  decimal text, inserted once by key; a balance is the sum of its account's entries).
 
 `tests/adapters/store` checks that the migrations produce exactly these tables.
 """
@@ -110,4 +112,34 @@ volumes = sa.Table(
     sa.Column("size_gb", sa.Integer, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("deleted_at", sa.BigInteger, nullable=True),
+)
+
+accounts = sa.Table(
+    "accounts",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("key_hash", sa.Text, primary_key=True),
+    sa.Column("account_id", sa.Text, nullable=True),
+    sa.Column("prefix", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Index("ix_api_keys_account", "account_id"),
+)
+
+ledger = sa.Table(
+    "ledger",
+    metadata,
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("account_id", sa.Text, nullable=False),
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("amount", sa.Text, nullable=False),
+    sa.Column("memo", sa.Text, nullable=False),
+    sa.Index("ix_ledger_account_at", "account_id", "at"),
 )

@@ -14,8 +14,9 @@ grow strictly in commit order and a reader paging with `after_seq` never skips a
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,12 @@ from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound, StaleWrite
 from lowcostgpu.ports.store import (
+    AccountRecord,
+    ApiKeyRecord,
     Commit,
     EventRecord,
     InstanceWrite,
+    LedgerEntry,
     OutboxEntry,
     StoredInstance,
     VolumeRecord,
@@ -107,6 +111,17 @@ class SqlStore:
                 self._upsert_metered(conn, commit.metered_through)
             if commit.volumes:
                 self._upsert_volumes(conn, commit.volumes)
+            self._insert_new(conn, t.accounts, "id", [rows.account_row(a) for a in commit.accounts])
+            self._insert_new(conn, t.api_keys, "key_hash", map(rows.api_key_row, commit.api_keys))
+            self._insert_new(conn, t.ledger, "key", [rows.ledger_row(e) for e in commit.ledger])
+
+    def _insert_new(
+        self, conn: sa.Connection, table: sa.Table, key: str, values: Iterable[dict[str, Any]]
+    ) -> None:
+        """Insert rows whose key is not stored yet; the others are left as they are."""
+        values = list(values)
+        if values:
+            conn.execute(self._insert(table).on_conflict_do_nothing(index_elements=[key]), values)
 
     def mark_done(self, keys: Sequence[str], at: Timestamp) -> None:
         with self._write() as conn:
@@ -227,6 +242,41 @@ class SqlStore:
             q = q.where(t.volumes.c.account_id == account_id)
         q = q.order_by(self._text(t.volumes.c.account_id), self._text(t.volumes.c.name))
         return [rows.volume_record(r) for r in self._rows(q)]
+
+    def accounts(self) -> list[AccountRecord]:
+        q = sa.select(t.accounts).order_by(self._text(t.accounts.c.id))
+        return [rows.account_record(r) for r in self._rows(q)]
+
+    def account(self, account_id: str) -> AccountRecord:
+        found = self._rows(sa.select(t.accounts).where(t.accounts.c.id == account_id))
+        if not found:
+            raise NotFound(f"no account {account_id}", hint="list accounts to see their ids")
+        return rows.account_record(found[0])
+
+    def api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        found = self._rows(sa.select(t.api_keys).where(t.api_keys.c.key_hash == key_hash))
+        return rows.api_key_record(found[0]) if found else None
+
+    def api_keys(self, account_id: str | None = None) -> list[ApiKeyRecord]:
+        q = sa.select(t.api_keys)
+        if account_id is not None:
+            q = q.where(t.api_keys.c.account_id == account_id)
+        q = q.order_by(t.api_keys.c.created_at, self._text(t.api_keys.c.key_hash))
+        return [rows.api_key_record(r) for r in self._rows(q)]
+
+    def ledger(self, account_id: str | None = None) -> list[LedgerEntry]:
+        q = sa.select(t.ledger)
+        if account_id is not None:
+            q = q.where(t.ledger.c.account_id == account_id)
+        q = q.order_by(t.ledger.c.at, self._text(t.ledger.c.key))
+        return [rows.ledger_entry(r) for r in self._rows(q)]
+
+    def balances(self) -> dict[str, Decimal]:
+        found = self._rows(sa.select(t.ledger.c.account_id, t.ledger.c.amount))
+        amounts: dict[str, list[Decimal]] = {}
+        for r in found:
+            amounts.setdefault(r["account_id"], []).append(rows.ledger_amount(r["amount"]))
+        return {account: rows.exact_sum(values) for account, values in sorted(amounts.items())}
 
     # --- the single-writer lock ------------------------------------------------------------
 
