@@ -10,7 +10,7 @@ from lowcostgpu.core.clusters import (
     DRAIN_CLUSTER_DELETE,
     DRAIN_SCALE_DOWN,
     ClusterSpec,
-    NodeRef,
+    NodeState,
     allocated_preemptible_gpus,
     convert_node_class,
     create_cluster,
@@ -27,6 +27,10 @@ from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.domain.errors import Conflict, IllegalTransition, InvalidRequest
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.domain.status import ClusterStatus, NodeStatus
+
+
+def _node(node_id: str, cls: CapacityClass) -> NodeState:
+    return NodeState(node_id, "c1", "acct", POOL, 8, cls, NodeStatus.READY)
 
 
 @pytest.mark.parametrize("desired", [0, 8, 16, 64])
@@ -92,7 +96,7 @@ def test_a_cluster_without_standard_node_explains_why_they_are_needed() -> None:
 def test_converting_a_node_in_place_is_always_refused(
     have: CapacityClass, want: CapacityClass, fragments: list[str]
 ) -> None:
-    node = NodeRef("n1", "c1", have, NodeStatus.READY, 8, 0)
+    node = _node("n1", have)
     with pytest.raises(Conflict) as info:
         convert_node_class(node, want)
     assert info.value.code == "conflict"
@@ -112,7 +116,7 @@ def test_converting_a_node_in_place_is_always_refused(
 def test_nodes_are_labelled_by_class_and_preemptible_ones_tainted(
     cls: CapacityClass, label: str, taints: list[str]
 ) -> None:
-    node = NodeRef("n1", "c1", cls, NodeStatus.READY, 8, 0)
+    node = _node("n1", cls)
     assert node_labels(node)[COMPUTE_CLASS_LABEL] == label
     assert node_labels(node)["lowcostgpu.io/cluster"] == "c1"
     assert [str(t) for t in node_taints(node)] == taints
@@ -125,7 +129,7 @@ def test_standard_node_requests_are_on_demand_for_the_missing_ones() -> None:
     assert {(r.capacity_class, r.gpus, r.pool, r.account_id) for r in requests} == {
         (CapacityClass.ON_DEMAND, 8, POOL, "acct")
     }
-    live = [NodeRef("s1", "c1", CapacityClass.ON_DEMAND, NodeStatus.READY, 8, 0)]
+    live = [_node("s1", CapacityClass.ON_DEMAND)]
     assert [r.subject_id for r in standard_node_requests(cluster, ["x", "y"], live)] == ["x", "y"]
 
 

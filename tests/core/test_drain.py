@@ -7,14 +7,12 @@ from test_lifecycle_support import T0, at_status, of_type, placed, reasons, run
 
 from lowcostgpu.core.drain import (
     DeadlineCheck,
-    NodeState,
     Placed,
     Reclaimed,
     StopRequested,
     VictimReleased,
     WorkloadExited,
     interruption_notice,
-    node_step,
 )
 from lowcostgpu.core.effects import (
     AddNode,
@@ -34,6 +32,7 @@ from lowcostgpu.core.lifecycle import (
     new_instance,
     step,
 )
+from lowcostgpu.core.nodes import Leave, NodeState, node_step
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.errors import Conflict
 from lowcostgpu.domain.events import EventType, Reason
@@ -271,7 +270,9 @@ def test_a_standard_node_is_never_preempted() -> None:
 def test_scale_down_cordons_with_a_normal_event_and_a_pending_node_goes_at_once() -> None:
     result = node_step(_node(), StopRequested(), NOTICE)
     assert [getattr(e, "reason", None) for e in result.effects][1] is Reason.CORDONED
-    assert result.state.drain_reason == "stop"
+    assert result.state.drain_reason == "scale-down"
+    deleting = node_step(_node(), Leave("cluster-delete"), NOTICE)
+    assert deleting.state.drain_reason == "cluster-delete"
     pending = NodeState("node-3", "clu-1", "acct-1", POOL, 8, CapacityClass.INTERRUPTIBLE)
     gone = node_step(pending, StopRequested(), NOTICE)
     assert gone.state.status is NodeStatus.REMOVED

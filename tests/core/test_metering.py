@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_lifecycle_support import T0, at_status
 
-from lowcostgpu.core.drain import NodeState, Placed, Reclaimed, node_step
+from lowcostgpu.core.drain import Placed, Reclaimed
 from lowcostgpu.core.lifecycle import WorkloadExited, WorkloadStarted, step
 from lowcostgpu.core.metering import (
     MeterKey,
@@ -22,6 +22,7 @@ from lowcostgpu.core.metering import (
     node_gpu_span,
     volume_span,
 )
+from lowcostgpu.core.nodes import NodeState, node_step
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.status import InstanceStatus

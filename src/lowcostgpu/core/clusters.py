@@ -17,44 +17,68 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Final, NoReturn
+from itertools import count
 
-from lowcostgpu.core.effects import EmitEvent
+from lowcostgpu.core.drain import DEFAULT_GRACE_PERIOD_S, check_grace_period
+from lowcostgpu.core.effects import Effect, EmitEvent
+from lowcostgpu.core.nodes import (
+    CLUSTER_LABEL,
+    COMPUTE_CLASS_LABEL,
+    DRAIN_CLUSTER_DELETE,
+    DRAIN_PREEMPTED,
+    DRAIN_SCALE_DOWN,
+    PREEMPTIBLE_TAINT,
+    Leave,
+    NodeState,
+    Taint,
+    allocated_preemptible_gpus,
+    convert_node_class,
+    node_labels,
+    node_step,
+    node_taints,
+    pending_preemptible_gpus,
+    ticket_for_node,
+)
 from lowcostgpu.core.state import Request, Ticket
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import (
     CLUSTER_TRANSITIONS,
-    NODE_TRANSITIONS,
     ClusterStatus,
     NodeStatus,
     check_transition,
 )
 
-DRAIN_PREEMPTED: Final = "preempted"  # reclaimed for on-demand work: owed a replacement
-DRAIN_SCALE_DOWN: Final = "scale-down"  # the target was lowered
-DRAIN_CLUSTER_DELETE: Final = "cluster-delete"  # the cluster is being deleted (standard nodes too)
-COMPUTE_CLASS_LABEL: Final = "lowcostgpu.io/compute-class"
-CLUSTER_LABEL: Final = "lowcostgpu.io/cluster"
+__all__ = [  # the node vocabulary is re-exported: a cluster's API speaks it
+    "CLUSTER_LABEL",
+    "COMPUTE_CLASS_LABEL",
+    "DRAIN_CLUSTER_DELETE",
+    "DRAIN_PREEMPTED",
+    "DRAIN_SCALE_DOWN",
+    "PREEMPTIBLE_TAINT",
+    "ClusterPlan",
+    "ClusterSpec",
+    "ClusterState",
+    "NodeDrain",
+    "NodeState",
+    "Taint",
+    "allocated_preemptible_gpus",
+    "convert_node_class",
+    "create_cluster",
+    "delete_cluster",
+    "new_node",
+    "node_labels",
+    "node_taints",
+    "pending_preemptible_gpus",
+    "reconcile_cluster",
+    "standard_node_requests",
+    "update_target",
+    "validate_cluster_spec",
+    "validate_target",
+]
 
 _PREEMPTIBLE = CapacityClass.INTERRUPTIBLE
-_STANDARD = CapacityClass.ON_DEMAND
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    """A Kubernetes-style taint: only pods that tolerate it are scheduled on the node."""
-
-    key: str
-    value: str
-    effect: str
-
-    def __str__(self) -> str:
-        return f"{self.key}={self.value}:{self.effect}"
-
-
-PREEMPTIBLE_TAINT: Final = Taint("lowcostgpu.io/preemptible", "true", "NoSchedule")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +89,7 @@ class ClusterSpec:
     gpus_per_node: int
     standard_nodes: int = 1
     desired_preemptible_gpus: int = 0
+    grace_period_s: int = DEFAULT_GRACE_PERIOD_S  # the nodes' drain (terminationGracePeriodSeconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +100,7 @@ class ClusterState:
     (TargetUnmet), None (nothing reported since the target was raised or the cluster created), so
     that repeated reconciles never repeat an event. `replacements_since`: preempted nodes removed
     before it (the last lowering of the target) are not replaced with their old queue place.
+    `node_serial` makes node ids without an id source, so that the pure engine can name them.
     """
 
     id: str
@@ -84,6 +110,7 @@ class ClusterState:
     status: ClusterStatus = ClusterStatus.ACTIVE
     target_met: bool | None = None
     replacements_since: Timestamp = 0
+    node_serial: int = 0  # nodes created so far: the next node is `<cluster id>-n<serial + 1>`
 
     @property
     def pool(self) -> PoolKey:
@@ -99,28 +126,6 @@ class ClusterState:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeRef:
-    """A node of a cluster. `enqueued_at` is its queue place (a replacement inherits it)."""
-
-    id: str
-    cluster_id: str
-    capacity_class: CapacityClass
-    status: NodeStatus
-    gpus: int
-    created_at: Timestamp
-    allocation_id: str | None = None
-    enqueued_at: Timestamp | None = None
-    drain_reason: str | None = None
-    drained_at: Timestamp | None = None
-    removed_at: Timestamp | None = None
-    replaces: str | None = None
-
-    @property
-    def preemptible(self) -> bool:
-        return self.capacity_class.preemptible
-
-
-@dataclass(frozen=True, slots=True)
 class NodeDrain:
     """Drain a ready node (cordon, SIGTERM, grace, remove): the lifecycle carries it out."""
 
@@ -130,14 +135,20 @@ class NodeDrain:
 
 @dataclass(frozen=True, slots=True)
 class ClusterPlan:
-    """What a reconcile decided. `removed` are pending nodes, now REMOVED: drop their tickets."""
+    """What a reconcile decided. `removed` are pending nodes, now REMOVED: drop their tickets
+    (and release the allocation a standard node still waiting for its victims held: the
+    `ReleaseAllocation` is among `effects`)."""
 
     cluster: ClusterState
-    new_nodes: tuple[NodeRef, ...] = ()
+    new_nodes: tuple[NodeState, ...] = ()
     tickets: tuple[Ticket, ...] = ()
-    removed: tuple[NodeRef, ...] = ()
+    removed: tuple[NodeState, ...] = ()
     drains: tuple[NodeDrain, ...] = ()
-    events: tuple[EmitEvent, ...] = ()
+    effects: tuple[Effect, ...] = ()
+
+    @property
+    def events(self) -> tuple[EmitEvent, ...]:
+        return tuple(e for e in self.effects if isinstance(e, EmitEvent))
 
     @property
     def dequeued_ids(self) -> tuple[str, ...]:
@@ -185,6 +196,7 @@ def validate_cluster_spec(spec: ClusterSpec) -> ClusterSpec:
             " ask for standard_nodes ≥ 1 and put interruptible work on preemptible nodes",
         )
     validate_target(spec.desired_preemptible_gpus, size)
+    check_grace_period(spec.grace_period_s, subject="cluster")
     return spec
 
 
@@ -214,11 +226,13 @@ def update_target(cluster: ClusterState, desired: int, *, now: Timestamp) -> Clu
 
 
 def standard_node_requests(
-    cluster: ClusterState, new_node_ids: Iterable[str], nodes: Sequence[NodeRef] = ()
+    cluster: ClusterState,
+    new_node_ids: Iterable[str] | None = None,
+    nodes: Sequence[NodeState] = (),
 ) -> list[Request]:
     """On-demand requests for the standard nodes the cluster lacks (all of them at creation)."""
     live = [n for n in nodes if not n.preemptible and n.status is not NodeStatus.REMOVED]
-    ids = iter(new_node_ids)
+    ids = iter(fresh_node_ids(cluster) if new_node_ids is None else new_node_ids)
     return [
         Request(_next_id(ids, nodes), cluster.pool, cluster.gpus_per_node, cluster.account_id)
         for _ in range(cluster.spec.standard_nodes - len(live))
@@ -232,93 +246,41 @@ def new_node(
     now: Timestamp,
     *,
     enqueued_at: Timestamp | None = None,
-    replaces: str | None = None,
-) -> NodeRef:
-    """A PENDING node record (a standard node's is written with its request)."""
-    return NodeRef(
+    replaces: NodeState | None = None,
+) -> NodeState:
+    """A PENDING node; a replacement inherits the reclaimed node's queue place and history."""
+    return NodeState(
         id=node_id,
         cluster_id=cluster.id,
-        capacity_class=capacity_class,
-        status=NodeStatus.PENDING,
+        account_id=cluster.account_id,
+        pool=cluster.pool,
         gpus=cluster.gpus_per_node,
+        capacity_class=capacity_class,
+        grace_period_s=cluster.spec.grace_period_s,
         created_at=now,
         enqueued_at=now if enqueued_at is None else enqueued_at,
-        replaces=replaces,
+        replaces=None if replaces is None else replaces.id,
+        last_interrupted_at=None if replaces is None else replaces.notice_at,
     )
 
 
-# --- node steps, labels, conversion ----------------------------------------------------------
-
-
-def node_ready(node: NodeRef, allocation_id: str) -> NodeRef:
-    """The scheduler placed the node."""
-    status = check_transition(NODE_TRANSITIONS, node.status, NodeStatus.READY, subject=node.id)
-    return replace(node, status=status, allocation_id=allocation_id)
-
-
-def node_cordoned(node: NodeRef, reason: str, now: Timestamp) -> NodeRef:
-    """T+0 of a drain: no new work lands on it; `reason` decides whether it is replaced."""
-    status = check_transition(NODE_TRANSITIONS, node.status, NodeStatus.CORDONED, subject=node.id)
-    return replace(node, status=status, drain_reason=reason, drained_at=now)
-
-
-def node_removed(node: NodeRef, now: Timestamp, reason: str | None = None) -> NodeRef:
-    """The node is gone (its pods left, or the deadline passed, or it never left the queue)."""
-    status = check_transition(NODE_TRANSITIONS, node.status, NodeStatus.REMOVED, subject=node.id)
-    return replace(node, status=status, removed_at=now, drain_reason=reason or node.drain_reason)
-
-
-def node_labels(node: NodeRef) -> dict[str, str]:
-    return {
-        COMPUTE_CLASS_LABEL: node.capacity_class.compute_class_label,
-        CLUSTER_LABEL: node.cluster_id,
-    }
-
-
-def node_taints(node: NodeRef) -> tuple[Taint, ...]:
-    """Preemptible nodes are tainted so that only pods that tolerate preemption land there."""
-    return (PREEMPTIBLE_TAINT,) if node.preemptible else ()
-
-
-def convert_node_class(node: NodeRef, new_class: CapacityClass) -> NoReturn:
-    """Nodes never change class in place: say so, and say what to do instead."""
-    have = node.capacity_class.compute_class_label
-    want = new_class.compute_class_label
-    if have == want:
-        raise Conflict(f"node {node.id} is already a {have} node", node_id=node.id)
-    how = (
-        "raise the cluster's desired_preemptible_gpus"
-        if new_class.preemptible
-        else "add a standard node to the cluster"
-    )
-    raise Conflict(
-        f"node {node.id} is a {have} node and cannot be converted to {want} in place",
-        hint=f"{how}, then remove this node once the new one is ready",
-        node_id=node.id,
-        capacity_class=have,
-    )
+def fresh_node_ids(cluster: ClusterState) -> Iterator[str]:
+    """The ids of the cluster's next nodes, from its serial (no id source in the pure core)."""
+    return (f"{cluster.id}-n{k}" for k in count(cluster.node_serial + 1))
 
 
 # --- reconcile -------------------------------------------------------------------------------
 
 
-def allocated_preemptible_gpus(nodes: Iterable[NodeRef]) -> int:
-    """GPUs of live preemptible nodes: ready, not cordoned or pending."""
-    return sum(n.gpus for n in nodes if n.preemptible and n.status is NodeStatus.READY)
-
-
-def pending_preemptible_gpus(nodes: Iterable[NodeRef]) -> int:
-    return sum(n.gpus for n in nodes if n.preemptible and n.status is NodeStatus.PENDING)
-
-
 def reconcile_cluster(
     cluster: ClusterState,
-    nodes: Sequence[NodeRef],
+    nodes: Sequence[NodeState],
     now: Timestamp,
     *,
-    new_node_ids: Iterable[str],
+    new_node_ids: Iterable[str] | None = None,
 ) -> ClusterPlan:
-    """Move the cluster toward its target. Pass every node of the cluster, removed ones too.
+    """Move the cluster toward its target. Pass every live node of the cluster (removed ones
+    may be passed too). New nodes take `new_node_ids`, else ids from the cluster's serial.
 
     Best called after the scheduler's pass: a node still pending then could not be placed, which
     is what TargetUnmet reports (a ticket created by this call has not had its chance yet).
@@ -332,14 +294,17 @@ def reconcile_cluster(
     pending = [n for n in mine if n.preemptible and n.status is NodeStatus.PENDING]
     wanted = cluster.desired_preemptible_gpus // cluster.gpus_per_node
     plan = ClusterPlan(cluster)
+    ids = iter(fresh_node_ids(cluster) if new_node_ids is None else new_node_ids)
     if len(ready) + len(pending) < wanted:
-        plan = _grow(plan, mine, wanted - len(ready) - len(pending), now, iter(new_node_ids))
+        plan = _grow(plan, mine, wanted - len(ready) - len(pending), now, ids)
     elif len(ready) + len(pending) > wanted:
         plan = _shrink(plan, ready, pending, len(ready) + len(pending) - wanted, now)
     return _report_target(plan, ready, pending, now)
 
 
-def delete_cluster(cluster: ClusterState, nodes: Sequence[NodeRef], now: Timestamp) -> ClusterPlan:
+def delete_cluster(
+    cluster: ClusterState, nodes: Sequence[NodeState], now: Timestamp
+) -> ClusterPlan:
     """ACTIVE → DELETING: every node is drained, standard ones too; DELETED once none is left."""
     if cluster.status is ClusterStatus.ACTIVE:
         status = check_transition(
@@ -354,41 +319,32 @@ def delete_cluster(cluster: ClusterState, nodes: Sequence[NodeRef], now: Timesta
 
 
 def _grow(
-    plan: ClusterPlan, mine: list[NodeRef], missing: int, now: Timestamp, ids: Iterator[str]
+    plan: ClusterPlan, mine: list[NodeState], missing: int, now: Timestamp, ids: Iterator[str]
 ) -> ClusterPlan:
     cluster = plan.cluster
     owed = iter(_owed_replacements(cluster, mine))
-    new_nodes: list[NodeRef] = []
+    new_nodes: list[NodeState] = []
     for _ in range(missing):
         node_id = _next_id(ids, [*mine, *new_nodes])
         debt = next(owed, None)
-        if debt is None:
-            node = new_node(node_id, cluster, _PREEMPTIBLE, now)
-        else:
-            node = new_node(
-                node_id, cluster, _PREEMPTIBLE, now, enqueued_at=_place(debt), replaces=debt.id
-            )
-        new_nodes.append(node)
-    by_id = {n.id: n for n in mine}
-    tickets = tuple(
-        Ticket(
-            n.id,
-            cluster.pool,
-            n.gpus,
-            _place(n),
-            cluster.account_id,
-            # The reclaim the replacement makes up for counts in victim choice's history term.
-            last_interrupted_at=by_id[n.replaces].drained_at if n.replaces else None,
+        enqueued_at = None if debt is None else debt.place
+        new_nodes.append(
+            new_node(node_id, cluster, _PREEMPTIBLE, now, enqueued_at=enqueued_at, replaces=debt)
         )
-        for n in new_nodes
-    )
     events = tuple(
         _event(cluster, n.id, Reason.QUEUED, _queued_message(cluster, n), now) for n in new_nodes
     )
-    return replace(plan, new_nodes=tuple(new_nodes), tickets=tickets, events=plan.events + events)
+    cluster = replace(cluster, node_serial=cluster.node_serial + len(new_nodes))
+    return replace(
+        plan,
+        cluster=cluster,
+        new_nodes=tuple(new_nodes),
+        tickets=tuple(ticket_for_node(n) for n in new_nodes),
+        effects=plan.effects + events,
+    )
 
 
-def _owed_replacements(cluster: ClusterState, mine: list[NodeRef]) -> list[NodeRef]:
+def _owed_replacements(cluster: ClusterState, mine: list[NodeState]) -> list[NodeState]:
     """Preempted nodes (draining or gone) not yet replaced, oldest queue place first.
 
     The replacement is queued at T+0 of the reclaim, not when the node is finally removed, so the
@@ -404,44 +360,39 @@ def _owed_replacements(cluster: ClusterState, mine: list[NodeRef]) -> list[NodeR
         and _drained_at(n) >= cluster.replacements_since
         and n.id not in replaced
     ]
-    return sorted(owed, key=lambda n: (_place(n), n.id))
+    return sorted(owed, key=lambda n: (n.place, n.id))
 
 
-def _drained_at(node: NodeRef) -> Timestamp:
-    for at in (node.drained_at, node.removed_at):
+def _drained_at(node: NodeState) -> Timestamp:
+    for at in (node.notice_at, node.removed_at):
         if at is not None:
             return at
     return node.created_at
 
 
 def _shrink(
-    plan: ClusterPlan, ready: list[NodeRef], pending: list[NodeRef], excess: int, now: Timestamp
+    plan: ClusterPlan, ready: list[NodeState], pending: list[NodeState], excess: int, now: Timestamp
 ) -> ClusterPlan:
     """Pending nodes leave the queue first (last in line first), then the newest ready ones."""
-    by_queue = sorted(pending, key=lambda n: (_place(n), n.id), reverse=True)
+    by_queue = sorted(pending, key=lambda n: (n.place, n.id), reverse=True)
     by_age = sorted(ready, key=lambda n: (n.created_at, n.id), reverse=True)
     chosen = (by_queue + by_age)[:excess]
-    removed = tuple(
-        node_removed(n, now, DRAIN_SCALE_DOWN) for n in chosen if n.status is NodeStatus.PENDING
-    )
+    steps = [
+        node_step(n, Leave(DRAIN_SCALE_DOWN), now) for n in chosen if n.status is NodeStatus.PENDING
+    ]
     drains = tuple(
         NodeDrain(n.id, DRAIN_SCALE_DOWN) for n in chosen if n.status is NodeStatus.READY
     )
-    events = tuple(
-        _event(
-            plan.cluster,
-            n.id,
-            Reason.NODE_REMOVED,
-            f"pending node {n.id} left the queue: target lowered",
-            now,
-        )
-        for n in removed
+    return replace(
+        plan,
+        removed=tuple(s.state for s in steps),
+        drains=drains,
+        effects=plan.effects + tuple(e for s in steps for e in s.effects),
     )
-    return replace(plan, removed=removed, drains=drains, events=plan.events + events)
 
 
 def _report_target(
-    plan: ClusterPlan, ready: list[NodeRef], pending: list[NodeRef], now: Timestamp
+    plan: ClusterPlan, ready: list[NodeState], pending: list[NodeState], now: Timestamp
 ) -> ClusterPlan:
     """TargetMet / TargetUnmet, only when the reported condition changes."""
     cluster = plan.cluster
@@ -474,20 +425,23 @@ def _report_target(
 
 
 def _with_target(plan: ClusterPlan, met: bool, event: EmitEvent | None) -> ClusterPlan:
-    events = plan.events + ((event,) if event is not None else ())
-    return replace(plan, cluster=replace(plan.cluster, target_met=met), events=events)
+    effects = plan.effects + ((event,) if event is not None else ())
+    return replace(plan, cluster=replace(plan.cluster, target_met=met), effects=effects)
 
 
-def _wind_down(cluster: ClusterState, mine: list[NodeRef], now: Timestamp) -> ClusterPlan:
+def _wind_down(cluster: ClusterState, mine: list[NodeState], now: Timestamp) -> ClusterPlan:
     """Drain every node of a deleting cluster; DELETED once no node is left."""
-    pending = [n for n in mine if n.status is NodeStatus.PENDING]
+    pending = sorted((n for n in mine if n.status is NodeStatus.PENDING), key=lambda n: n.id)
     ready = [n for n in mine if n.status is NodeStatus.READY]
     cordoned = [n for n in mine if n.status is NodeStatus.CORDONED]
-    removed = tuple(
-        node_removed(n, now, DRAIN_CLUSTER_DELETE) for n in sorted(pending, key=lambda n: n.id)
-    )
+    steps = [node_step(n, Leave(DRAIN_CLUSTER_DELETE), now) for n in pending]
     drains = tuple(NodeDrain(n.id, DRAIN_CLUSTER_DELETE) for n in sorted(ready, key=lambda n: n.id))
-    plan = ClusterPlan(cluster, removed=removed, drains=drains)
+    plan = ClusterPlan(
+        cluster,
+        removed=tuple(s.state for s in steps),
+        drains=drains,
+        effects=tuple(e for s in steps for e in s.effects),
+    )
     if ready or cordoned:
         return plan
     status = check_transition(
@@ -496,14 +450,10 @@ def _wind_down(cluster: ClusterState, mine: list[NodeRef], now: Timestamp) -> Cl
     event = _event(
         cluster, cluster.id, Reason.DELETED, f"cluster {cluster.id} deleted: no node left", now
     )
-    return replace(plan, cluster=replace(cluster, status=status), events=(event,))
+    return replace(plan, cluster=replace(cluster, status=status), effects=(*plan.effects, event))
 
 
-def _place(node: NodeRef) -> Timestamp:
-    return node.enqueued_at if node.enqueued_at is not None else node.created_at
-
-
-def _next_id(ids: Iterator[str], existing: Sequence[NodeRef]) -> str:
+def _next_id(ids: Iterator[str], existing: Sequence[NodeState]) -> str:
     try:
         node_id = next(ids)
     except StopIteration:
@@ -513,7 +463,7 @@ def _next_id(ids: Iterator[str], existing: Sequence[NodeRef]) -> str:
     return node_id
 
 
-def _queued_message(cluster: ClusterState, node: NodeRef) -> str:
+def _queued_message(cluster: ClusterState, node: NodeState) -> str:
     gpus = f"{node.gpus} × {cluster.pool.gpu_type}"
     text = f"preemptible node {node.id} ({gpus}) queued in {cluster.pool}"
     if node.replaces is None:

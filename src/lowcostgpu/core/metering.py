@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Final, Literal
 
-from lowcostgpu.core.drain import NodeState
 from lowcostgpu.core.lifecycle import InstanceState
+from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import CapacityClass, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest
 
