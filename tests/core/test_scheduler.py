@@ -9,10 +9,14 @@ from fleet_builders import POOL, alloc, host, on_demand
 
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot, apply_plan, release
+from lowcostgpu.core.victims import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import PoolKey
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
 
-NO_PROTECTION = SchedulerConfig(min_runtime_s=0)
+# These tests encode the plain least-work-lost rule; the default policy has its own tests
+# (tests/core/test_fairness.py).
+NO_PROTECTION = SchedulerConfig(min_runtime_s=0, policy=LEAST_WORK_LOST)
+PROTECTION = SchedulerConfig(min_runtime_s=300, policy=LEAST_WORK_LOST)
 
 
 def test_fits_on_free_gpus_with_best_fit_keeping_whole_hosts_free() -> None:
@@ -121,13 +125,13 @@ def test_minimum_runtime_protects_fresh_starts(runtime_s: int, victim: str) -> N
             alloc("fresh", "h1", {1}, started_at=now - runtime_s),
         ],
     )
-    plan = place_on_demand(snap, on_demand("od"), now, SchedulerConfig(min_runtime_s=300))
+    plan = place_on_demand(snap, on_demand("od"), now, PROTECTION)
     assert [p.subject_id for p in plan.preemptions] == [victim]
 
 
 def test_protected_work_is_taken_only_when_there_is_no_other_way() -> None:
     snap = FleetSnapshot.build([host("h1", 1)], [alloc("fresh", "h1", {0}, started_at=990)])
-    plan = place_on_demand(snap, on_demand("od"), 1000, SchedulerConfig(min_runtime_s=300))
+    plan = place_on_demand(snap, on_demand("od"), 1000, PROTECTION)
     assert [p.subject_id for p in plan.preemptions] == ["fresh"]
     assert "minimum runtime" in plan.preemptions[0].reason
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import combinations
 
 from fleet_builders import alloc, host, on_demand, ticket
@@ -9,30 +10,49 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from lowcostgpu.core.fairness import FairLeastWorkLost
 from lowcostgpu.core.queue import schedule_queue
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot, apply_plan, enqueue, release, update_allocation
-from lowcostgpu.core.victims import NEVER, LeastWorkLost, is_protected
+from lowcostgpu.core.victims import (
+    LEAST_WORK_LOST,
+    NEVER,
+    VictimPolicy,
+    is_protected,
+    shield_of,
+)
 from lowcostgpu.domain.capacity import Allocation
 from lowcostgpu.domain.errors import InsufficientCapacity
 
-POLICY = LeastWorkLost()
+# The oracle checks the search for the plain rule and for the default one; the fair policy is
+# given odd parameters so that every term (estimate, requeue, history) matters.
+POLICIES: tuple[VictimPolicy, ...] = (
+    LEAST_WORK_LOST,
+    FairLeastWorkLost(typical_checkpoint_age_s=700, restart_cost_s=50, recent_window_s=3000),
+)
 
 
 def brute_force_best(
-    snap: FleetSnapshot, gpus: int, now: int, min_runtime_s: int
+    snap: FleetSnapshot, gpus: int, now: int, min_runtime_s: int, policy: VictimPolicy
 ) -> tuple[object, ...] | None:
     """Every feasible victim set on every host, compared by the documented key."""
     best: tuple[object, ...] | None = None
+    shield = shield_of(policy)
     for state in snap.hosts.values():
-        candidates = [a for a in state.allocations if a.preemptible and not a.draining]
+        candidates = [
+            a
+            for a in state.allocations
+            if a.preemptible
+            and not a.draining
+            and (shield is None or not shield(a, now, min_runtime_s))
+        ]
         for size in range(len(candidates) + 1):
             for subset in combinations(candidates, size):
                 if state.free + sum(a.gpus for a in subset) < gpus:
                     continue
                 key = (
                     sum(is_protected(a, now, min_runtime_s) for a in subset),
-                    sum(POLICY.cost(a, now) for a in subset),
+                    sum(policy.cost(a, now) for a in subset),
                     len(subset),
                     max((a.last_interrupted_at or NEVER for a in subset), default=NEVER),
                     tuple(sorted(a.id for a in subset)),
@@ -55,15 +75,20 @@ def small_fleets(draw: st.DrawFn) -> tuple[FleetSnapshot, int]:
             size = draw(st.integers(1, len(free)))
             taken, free = free[:size], free[size:]
             started = draw(st.integers(now - 5000, now))
+            interrupted_at = draw(st.none() | st.integers(0, started))
             allocations.append(
-                alloc(
-                    f"{h.id}-{n}",
-                    h.id,
-                    set(taken),
-                    preemptible=draw(st.booleans()) or draw(st.booleans()),
-                    started_at=started,
-                    checkpoint_at=draw(st.none() | st.integers(started, now)),
-                    interrupted_at=draw(st.none() | st.integers(0, started)),
+                replace(
+                    alloc(
+                        f"{h.id}-{n}",
+                        h.id,
+                        set(taken),
+                        preemptible=draw(st.booleans()) or draw(st.booleans()),
+                        started_at=started,
+                        checkpoint_at=draw(st.none() | st.integers(started - 900, now)),
+                        interrupted_at=interrupted_at,
+                    ),
+                    interruption_count=0 if interrupted_at is None else draw(st.integers(1, 5)),
+                    earlier_run_s=draw(st.integers(0, 20_000)),
                 )
             )
             n += 1
@@ -71,15 +96,15 @@ def small_fleets(draw: st.DrawFn) -> tuple[FleetSnapshot, int]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(small_fleets(), st.integers(1, 4), st.sampled_from([0, 600]))
+@given(small_fleets(), st.integers(1, 4), st.sampled_from([0, 600]), st.sampled_from(POLICIES))
 def test_the_chosen_victims_are_the_best_feasible_set(
-    fleet: tuple[FleetSnapshot, int], gpus: int, min_runtime_s: int
+    fleet: tuple[FleetSnapshot, int], gpus: int, min_runtime_s: int, policy: VictimPolicy
 ) -> None:
     snap, now = fleet
     if gpus > max(s.host.gpu_count for s in snap.hosts.values()):
         return
-    config = SchedulerConfig(min_runtime_s=min_runtime_s)
-    best = brute_force_best(snap, gpus, now, min_runtime_s)
+    config = SchedulerConfig(min_runtime_s=min_runtime_s, policy=policy)
+    best = brute_force_best(snap, gpus, now, min_runtime_s, policy)
     try:
         plan = place_on_demand(snap, on_demand("od", gpus), now, config)
     except InsufficientCapacity:
@@ -91,7 +116,7 @@ def test_the_chosen_victims_are_the_best_feasible_set(
     if not victims:  # placed on free GPUs: then the best set is the empty one
         assert best[2] == 0
         return
-    lost = sum(POLICY.cost(v, now) for v in victims)
+    lost = sum(policy.cost(v, now) for v in victims)
     protected = sum(is_protected(v, now, min_runtime_s) for v in victims)
     assert (protected, lost, len(victims)) == best[:3]
     if min_runtime_s == 0:
@@ -103,7 +128,9 @@ class SchedulerWorld(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.config = SchedulerConfig(min_runtime_s=60, head_reservation_after_s=120)
+        self.config = SchedulerConfig(
+            min_runtime_s=60, head_reservation_after_s=120, policy=LEAST_WORK_LOST
+        )
         self.snap = FleetSnapshot.build([host("h0", 4), host("h1", 2), host("h2", 4)])
         self.now = 0
         self.counter = 0
@@ -124,7 +151,9 @@ class SchedulerWorld(RuleBasedStateMachine):
     @rule(gpus=st.integers(1, 4))
     def launch_on_demand(self, gpus: int) -> None:
         subject = self._new_id("od")
-        best = brute_force_best(self.snap, gpus, self.now, self.config.min_runtime_s)
+        best = brute_force_best(
+            self.snap, gpus, self.now, self.config.min_runtime_s, self.config.policy
+        )
         try:
             plan = place_on_demand(self.snap, on_demand(subject, gpus), self.now, self.config)
         except InsufficientCapacity:

@@ -1,11 +1,13 @@
-"""The peers' victim-choice rules, as `VictimPolicy` values, so they can be compared with ours.
+"""The victim-choice rules by name: ours, and the peers' rules so they can be compared with it.
 
 Every policy here plugs into the same search (`core.victims.choose_victims`): the minimum runtime
 still protects fresh starts first, then the policy's cost decides, then fewest victims, least
 recently interrupted and ids. Only the cost differs, so a comparison in the simulator measures the
 rule and nothing else.
 
-- `least-work-lost` (ours, DESIGN.md §1): GPU-seconds since the last reported checkpoint.
+- `fair-least-work-lost` (ours, the default, `core.fairness`): work lost (non-reporters at the
+  fleet's typical checkpoint age) + requeue cost + an interruption-history term.
+- `least-work-lost` (DESIGN.md §1, the plain rule): GPU-seconds since the last reported checkpoint.
 - `youngest-first` (kube-scheduler, Kueue): reclaim the most recently started allocation first,
   because it has run least. It ignores checkpoints.
 - `lowest-priority` (Slurm's default): the lowest `Allocation.priority` first, then a seeded
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Final
 
+from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.snapshot import HostState
 from lowcostgpu.core.victims import LEAST_WORK_LOST, NO_UNPROTECTED_SET, VictimPolicy
 from lowcostgpu.domain.capacity import Allocation, Timestamp
@@ -118,11 +121,20 @@ class SeededRandom:
         return 0
 
 
-POLICY_NAMES: Final = ("least-work-lost", "youngest-first", "lowest-priority", "random")
+DEFAULT_POLICY_NAME: Final = "fair-least-work-lost"
+POLICY_NAMES: Final = (
+    DEFAULT_POLICY_NAME,
+    "least-work-lost",
+    "youngest-first",
+    "lowest-priority",
+    "random",
+)
 
 
-def policy_by_name(name: str, seed: int = 0) -> VictimPolicy:
+def policy_by_name(name: str = DEFAULT_POLICY_NAME, seed: int = 0) -> VictimPolicy:
     """The named policy; `seed` feeds the ones that draw pseudo-random numbers."""
+    if name == DEFAULT_POLICY_NAME:
+        return FAIR_LEAST_WORK_LOST
     if name == "least-work-lost":
         return LEAST_WORK_LOST
     if name == "youngest-first":

@@ -11,9 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.snapshot import FleetSnapshot, HostState
 from lowcostgpu.core.state import Placement, Plan, Preemption, Request
-from lowcostgpu.core.victims import LEAST_WORK_LOST, VictimPolicy, VictimSearch, choose_victims
+from lowcostgpu.core.victims import (
+    HistoryAwarePolicy,
+    VictimPolicy,
+    VictimSearch,
+    choose_victims,
+)
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
 
@@ -30,7 +36,9 @@ class SchedulerConfig:
     # How many tickets past the head one queue pass may look at for backfill (Slurm's
     # bf_max_job_test plays the same part): bounds a pass over a long queue.
     backfill_window: int = 1000
-    policy: VictimPolicy = field(default=LEAST_WORK_LOST)
+    # How victims are chosen: by default work lost + requeue + interruption history, with
+    # non-reporters estimated at the fleet's typical checkpoint age (`core.fairness`).
+    policy: VictimPolicy = field(default=FAIR_LEAST_WORK_LOST)
 
     def __post_init__(self) -> None:
         for name in ("min_runtime_s", "head_reservation_after_s"):
@@ -123,7 +131,7 @@ def _reclaim_plan(
         account_id=request.account_id,
         waits_for=frozenset(v.id for v in best.victims),
     )
-    reason = _explain(search, config.policy)
+    reason = _explain(search, config.policy, now)
     preemptions = tuple(
         Preemption(
             allocation_id=v.id,
@@ -138,12 +146,14 @@ def _reclaim_plan(
     return Plan(placements=(placement,), preemptions=preemptions)
 
 
-def _explain(search: VictimSearch, policy: VictimPolicy) -> str:
+def _explain(search: VictimSearch, policy: VictimPolicy, now: Timestamp) -> str:
     """Why these victims: what they lose, and what the alternatives would have cost."""
     best, alternatives = search.choices[0], search.choices[1:]
     names = ", ".join(v.subject_id for v in best.victims)
     host = best.host.host.id
     text = f"chosen by {policy.name}: {names} on {host} loses {policy.describe(best.cost)}"
+    if isinstance(policy, HistoryAwarePolicy):
+        text += " (" + "; ".join(policy.explain_victim(v, now) for v in best.victims) + ")"
     if best.protected:
         text += f"; {best.protected} inside the minimum runtime (there was no other choice)"
     if alternatives:

@@ -16,10 +16,10 @@ seed with the allocation id, so the same inputs always give the same victims.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from lowcostgpu.core.snapshot import HostState
 from lowcostgpu.domain.capacity import Allocation, Timestamp
@@ -61,6 +61,27 @@ class VictimPolicy(Protocol):
         Return 0 when the policy's cost does not follow that order: then every host is examined.
         """
         ...
+
+
+@runtime_checkable
+class HistoryAwarePolicy(Protocol):
+    """What a policy that weighs interruption history adds (`core.fairness`): a hard shield for
+    some allocations, and a per-victim explanation for the `Preempted` event."""
+
+    def shields(self, alloc: Allocation, now: Timestamp, min_runtime_s: int) -> bool:
+        """True when the allocation must not be reclaimed now, whatever else happens."""
+        ...
+
+    def explain_victim(self, alloc: Allocation, now: Timestamp) -> str:
+        """Why this victim costs what it costs, in words."""
+        ...
+
+
+Shield = Callable[[Allocation, Timestamp, int], bool]
+
+
+def shield_of(policy: VictimPolicy) -> Shield | None:
+    return policy.shields if isinstance(policy, HistoryAwarePolicy) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +158,12 @@ def cheapest_on_host(
     now: Timestamp,
     policy: VictimPolicy,
     min_runtime_s: int,
+    shield: Shield | None = None,
 ) -> VictimChoice | None:
-    """The best minimal set of victims on `host` that frees enough GPUs, or None."""
+    """The best minimal set of victims on `host` that frees enough GPUs, or None.
+
+    Allocations the `shield` names are not candidates at all.
+    """
     deficit = gpus_needed - host.free
     cutoff = now - min_runtime_s
     candidates: list[_Candidate] = sorted(
@@ -151,7 +176,9 @@ def cheapest_on_host(
             a,
         )
         for a in host.allocations
-        if a.preemptible and not a.draining
+        if a.preemptible
+        and not a.draining
+        and (shield is None or not shield(a, now, min_runtime_s))
     )
     if deficit <= 0 or sum(c[4] for c in candidates) < deficit:
         return None
@@ -229,6 +256,7 @@ def choose_victims(
     """
     min_deficit = max(1, gpus_needed - most_free)
     cutoff = now - min_runtime_s
+    shield = shield_of(policy)
     stream = iter(hosts_by_mark)
     upcoming: HostState | None = next(stream, None)
     heap: list[tuple[int, str, HostState]] = []
@@ -250,7 +278,7 @@ def choose_victims(
         if best is not None and best.protected == 0 and bound > best.cost:
             skipped = len(heap) + 1 + (upcoming is not None)
             return VictimSearch(tuple(sorted(found, key=lambda c: c.key)), skipped, bound)
-        choice = cheapest_on_host(state, gpus_needed, now, policy, min_runtime_s)
+        choice = cheapest_on_host(state, gpus_needed, now, policy, min_runtime_s, shield)
         if choice is not None:
             found.append(choice)
             if best is None or choice.key < best.key:

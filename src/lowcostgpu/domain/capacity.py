@@ -100,6 +100,9 @@ class Allocation:
     last_checkpoint_at: Timestamp | None = None
     last_interrupted_at: Timestamp | None = None
     interruption_count: int = 0
+    # Seconds the subject ran in its earlier runs (before this allocation): with the current
+    # runtime, the hours of running that the interruption rate is measured against.
+    earlier_run_s: int = 0
     priority: int = 0
     # A draining allocation has had its notice; its GPUs are spoken for until the workload exits.
     draining: bool = False

@@ -1,0 +1,183 @@
+"""The default victim policy: cheap victims, without punishing checkpointers or rewarding hiding."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from fleet_builders import alloc, host, on_demand
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lowcostgpu.core.fairness import (
+    FAIR_LEAST_WORK_LOST,
+    FairLeastWorkLost,
+    typical_checkpoint_age_s,
+)
+from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name
+from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
+from lowcostgpu.core.snapshot import FleetSnapshot
+from lowcostgpu.domain.capacity import Allocation
+from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest
+
+NOW = 100_000
+POLICY = FairLeastWorkLost(typical_checkpoint_age_s=300, restart_cost_s=120)
+
+
+def _victims(allocations: list[Allocation], min_runtime_s: int = 0, gpus: int = 1) -> list[str]:
+    """The victims on two full hosts (each as big as the GPUs its allocations hold)."""
+    sizes = {
+        h: 1 + max(i for a in allocations if a.host_id == h for i in a.gpu_indices)
+        for h in sorted({a.host_id for a in allocations})
+    }
+    snap = FleetSnapshot.build([host(h, n) for h, n in sizes.items()], allocations)
+    config = SchedulerConfig(min_runtime_s=min_runtime_s, policy=POLICY)
+    plan = place_on_demand(snap, on_demand("od", gpus), NOW, config)
+    return sorted(p.subject_id for p in plan.preemptions)
+
+
+def _interrupted(
+    a: Allocation, at: int | None, count: int = 1, earlier_run_s: int = 0
+) -> Allocation:
+    return replace(
+        a,
+        last_interrupted_at=at,
+        interruption_count=count if at else 0,
+        earlier_run_s=earlier_run_s,
+    )
+
+
+def test_the_fair_policy_is_the_default() -> None:
+    assert SchedulerConfig().policy is FAIR_LEAST_WORK_LOST
+    assert policy_by_name() is FAIR_LEAST_WORK_LOST
+    assert policy_by_name(DEFAULT_POLICY_NAME).name == "fair-least-work-lost"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 20_000),
+    st.integers(0, 20_000),
+    st.integers(1, 4),
+    st.booleans(),
+    st.integers(1, 6),
+)
+def test_of_two_equal_victims_the_one_interrupted_less_recently_is_chosen(
+    ago_a: int, ago_b: int, gpus: int, reporter: bool, count: int
+) -> None:
+    if ago_a == ago_b:
+        ago_b += 1
+    started = NOW - 400  # restarted after its interruption, past its minimum runtime
+    checkpoint = NOW - 200 if reporter else None
+    a = alloc("a", "h1", set(range(gpus)), started_at=started, checkpoint_at=checkpoint)
+    b = alloc("b", "h2", set(range(gpus)), started_at=started, checkpoint_at=checkpoint)
+    a = _interrupted(a, started - ago_a, count, earlier_run_s=5000)
+    b = _interrupted(b, started - ago_b, count, earlier_run_s=5000)
+    snap = FleetSnapshot.build([host("h1", gpus), host("h2", gpus)], [a, b])
+    config = SchedulerConfig(min_runtime_s=300, policy=POLICY)
+    (pre, *_) = place_on_demand(snap, on_demand("od", gpus), NOW, config).preemptions
+    assert pre.subject_id == ("a" if ago_a > ago_b else "b")
+
+
+@pytest.mark.parametrize(
+    ("ago_s", "extra_per_gpu_s"),
+    [(0, 3600), (900, 2700), (1800, 1800), (3599, 1), (3600, 0), (86_400, 0)],
+)
+def test_a_recent_interruption_costs_more_decaying_over_an_hour(
+    ago_s: int, extra_per_gpu_s: int
+) -> None:
+    base = alloc("a", "h1", {0, 1}, started_at=NOW - 100_000, checkpoint_at=NOW - 60)
+    clean = POLICY.cost(base, NOW)
+    # One interruption over 100,000 s of running: the rate term is 1800 × 3600 / 100,000 = 64.
+    hit = replace(base, last_interrupted_at=NOW - ago_s, interruption_count=1)
+    assert POLICY.cost(hit, NOW) - clean == 2 * (extra_per_gpu_s + 64)
+
+
+def test_the_rate_term_grows_with_interruptions_per_running_hour() -> None:
+    base = alloc("a", "h1", {0}, started_at=NOW - 7200, checkpoint_at=NOW - 60)
+    costs = [
+        POLICY.cost(
+            replace(base, last_interrupted_at=1, interruption_count=n, earlier_run_s=e), NOW
+        )
+        for n, e in [(1, 36_000), (2, 36_000), (2, 3600), (6, 3600)]
+    ]
+    assert costs == sorted(costs) and len(set(costs)) == 4
+
+
+@pytest.mark.parametrize("runtime_s", [400, 3600, 86_400])
+def test_a_non_reporter_is_not_protected_by_its_long_run(runtime_s: int) -> None:
+    """It is charged the typical checkpoint age (300 s), not its whole run: a reporter whose last
+    checkpoint is older than that is the better victim to keep."""
+    quiet = alloc("quiet", "h1", {0}, started_at=NOW - runtime_s)
+    honest = alloc("honest", "h2", {0}, started_at=NOW - runtime_s, checkpoint_at=NOW - 350)
+    assert _victims([quiet, honest]) == ["quiet"]
+    assert POLICY.parts(quiet, NOW).lost_gpu_s == 300
+    assert POLICY.parts(quiet, NOW).lost_estimated
+
+
+def test_a_young_non_reporter_is_charged_its_runtime_only() -> None:
+    young = alloc("young", "h1", {0, 1}, started_at=NOW - 100)
+    assert POLICY.parts(young, NOW).lost_gpu_s == 200
+
+
+def test_a_reporter_that_has_not_saved_in_this_run_loses_its_run() -> None:
+    resumed = alloc("r", "h1", {0}, started_at=NOW - 1000, checkpoint_at=NOW - 5000)
+    assert POLICY.parts(resumed, NOW).lost_gpu_s == 1000
+    assert not POLICY.parts(resumed, NOW).lost_estimated
+
+
+def test_a_restart_after_an_interruption_is_never_taken_inside_its_minimum_runtime() -> None:
+    restarted = _interrupted(alloc("r", "h1", range(4), started_at=NOW - 299), NOW - 400)
+    with pytest.raises(InsufficientCapacity):
+        _victims([restarted, alloc("x", "h2", range(4), preemptible=False)], min_runtime_s=300)
+    # At the minimum runtime it may be taken again (it is the only candidate).
+    restarted = _interrupted(alloc("r", "h1", range(4), started_at=NOW - 300), NOW - 400)
+    full = alloc("x", "h2", range(4), preemptible=False)
+    assert _victims([restarted, full], min_runtime_s=300) == ["r"]
+
+
+def test_a_first_run_inside_its_minimum_runtime_is_taken_only_when_nothing_else_can() -> None:
+    fresh = alloc("fresh", "h1", {0}, started_at=NOW - 10)
+    old = alloc("old", "h2", {0}, started_at=NOW - 86_400)  # never reported: charged 300 s
+    assert _victims([fresh, old], min_runtime_s=300) == ["old"]
+    assert _victims([fresh], min_runtime_s=300) == ["fresh"]
+
+
+def test_the_requeue_cost_prefers_freeing_fewer_gpus() -> None:
+    # Two 1-GPU victims lose 100 GPU-s and requeue 2 GPUs (340); the 4-GPU victim loses only
+    # 40 GPU-s but sends 4 GPUs back through the queue (520).
+    small = [alloc(f"s{i}", "h1", {i}, started_at=0, checkpoint_at=NOW - 50) for i in range(2)]
+    big = alloc("big", "h2", range(4), started_at=0, checkpoint_at=NOW - 10)
+    assert _victims([*small, big], gpus=2) == ["s0", "s1"]
+
+
+@pytest.mark.parametrize(
+    ("intervals", "age"),
+    [([], 300), ([600], 300), ([600, 600, 3600], 300), ([630, 4000, 4000], 2000), ([0, -5], 300)],
+)
+def test_the_typical_checkpoint_age_is_half_the_median_reported_interval(
+    intervals: list[int], age: int
+) -> None:
+    assert typical_checkpoint_age_s(intervals) == age
+
+
+def test_the_preempted_reason_gives_lost_work_history_and_alternatives() -> None:
+    quiet = _interrupted(
+        alloc("quiet", "h1", {0}, started_at=NOW - 7200), NOW - 9000, count=2, earlier_run_s=7200
+    )
+    other = alloc("other", "h2", {0}, started_at=NOW - 7200, checkpoint_at=NOW - 3000)
+    snap = FleetSnapshot.build([host("h1", 1), host("h2", 1)], [quiet, other])
+    config = SchedulerConfig(min_runtime_s=300, policy=POLICY)
+    (pre,) = place_on_demand(snap, on_demand("od"), NOW, config).preemptions
+    assert pre.subject_id == "quiet"
+    assert "chosen by fair-least-work-lost: quiet on h1" in pre.reason
+    assert "no checkpoint reported: estimated at the fleet's typical checkpoint age" in pre.reason
+    assert "interrupted 2 times in 4.0 h of running, last 9000 s ago" in pre.reason
+    assert "h2: 3120 GPU-s of cost" in pre.reason  # the alternative: 3000 lost + 120 requeue
+
+
+@pytest.mark.parametrize(
+    "field", ["typical_checkpoint_age_s", "restart_cost_s", "interruption_rate_cost_s"]
+)
+def test_negative_parameters_are_refused(field: str) -> None:
+    with pytest.raises(InvalidRequest, match=field):
+        FairLeastWorkLost(**{field: -1})
