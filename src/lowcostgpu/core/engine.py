@@ -7,6 +7,13 @@ it `Reclaimed`, an exit releases the allocation *and* wakes the on-demand reques
 it, a requeue puts the ticket back at its original place — so that the app layer (which adds the
 store and the outbox) and the simulator (which adds a virtual clock) run the very same decisions.
 
+Cluster nodes are subjects like instances (`core.nodes`): a preemptible node is a ticket in the
+same pool queue and then an allocation the scheduler may reclaim, a standard node an on-demand
+placement. When clusters exist, every input ends with `Work.schedule`: reconcile the clusters
+toward their targets (a reclaimed node is replaced at T+0), a queue pass, and a second reconcile
+that reports TargetMet/TargetUnmet on what the pass placed. Cluster requests are in
+`core.cluster_engine`.
+
 Every function returns an `EngineStep`: the new state, the effects in the order they must be
 carried out, and the earliest time the shell must call `tick` again.
 """
@@ -17,10 +24,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from lowcostgpu.core import lifecycle
+from lowcostgpu.core import clusters, lifecycle, nodes
+from lowcostgpu.core.clusters import ClusterPlan, ClusterState
 from lowcostgpu.core.drain import DEFAULT_GRACE_PERIOD_S
 from lowcostgpu.core.effects import Effect, ReleaseAllocation
 from lowcostgpu.core.lifecycle import InstanceState, LifecycleEvent
+from lowcostgpu.core.nodes import NodeEvent, NodeState
+from lowcostgpu.core.nodes import allocation_of_node as node_allocation
+from lowcostgpu.core.nodes import ticket_for_node as node_ticket
 from lowcostgpu.core.queue import schedule_pool
 from lowcostgpu.core.scheduler import DEFAULT_CONFIG, SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import (
@@ -36,9 +47,10 @@ from lowcostgpu.core.snapshot import (
 from lowcostgpu.core.state import Plan, Request, Ticket
 from lowcostgpu.domain.capacity import Allocation, CapacityClass, Host, PoolKey, Timestamp
 from lowcostgpu.domain.errors import Conflict, NotFound
-from lowcostgpu.domain.status import InstanceStatus
+from lowcostgpu.domain.status import ClusterStatus, InstanceStatus, NodeStatus
 
 _I = InstanceStatus
+_N = NodeStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +66,32 @@ class LaunchSpec:
 
 @dataclass(frozen=True, slots=True)
 class EngineState:
+    """The fleet and what holds or waits for it. `nodes` and `clusters` may include nodes removed
+    and clusters deleted by the step that produced the state (so the shell writes them); the
+    next input forgets them."""
+
     fleet: FleetSnapshot
     instances: Mapping[str, InstanceState] = field(default_factory=dict)
+    clusters: Mapping[str, ClusterState] = field(default_factory=dict)
+    nodes: Mapping[str, NodeState] = field(default_factory=dict)
 
     def instance(self, instance_id: str) -> InstanceState:
         try:
             return self.instances[instance_id]
         except KeyError:
             raise NotFound(f"no instance {instance_id}") from None
+
+    def cluster(self, cluster_id: str) -> ClusterState:
+        found = self.clusters.get(cluster_id)
+        if found is None or found.status is ClusterStatus.DELETED:
+            raise NotFound(f"no cluster {cluster_id}", hint="list clusters to see their ids")
+        return found
+
+    def node(self, node_id: str) -> NodeState:
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise NotFound(f"no node {node_id}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +101,25 @@ class EngineStep:
     wake_at: Timestamp | None = None
 
 
-class _Work:
+class Work:
     """One input's worth of changes: a scratch copy of the state and the effects so far."""
 
     def __init__(self, state: EngineState) -> None:
         self.fleet = state.fleet
         self.instances = dict(state.instances)
+        self.clusters = {
+            k: c for k, c in state.clusters.items() if c.status is not ClusterStatus.DELETED
+        }
+        self.nodes = {k: n for k, n in state.nodes.items() if n.status is not _N.REMOVED}
         self.effects: list[Effect] = []
 
     def done(self) -> EngineStep:
-        state = EngineState(self.fleet, MappingProxyType(self.instances))
+        state = EngineState(
+            self.fleet,
+            MappingProxyType(self.instances),
+            MappingProxyType(self.clusters),
+            MappingProxyType(self.nodes),
+        )
         return EngineStep(state, tuple(self.effects), next_wake(state))
 
     def advance(self, instance_id: str, event: LifecycleEvent, now: Timestamp) -> None:
@@ -93,6 +132,32 @@ class _Work:
         if new.allocation_id is not None:
             self._follow_allocation(new)
         for effect in result.effects:
+            if isinstance(effect, ReleaseAllocation):
+                self._release(effect.allocation_id, old.host_id, now)
+
+    def advance_node(self, node_id: str, event: NodeEvent, now: Timestamp) -> None:
+        """Step one node and keep the fleet in line: its ticket, its allocation, its release."""
+        old = self.nodes[node_id]
+        result = nodes.node_step(old, event, now)
+        self._node_stepped(old, result.state, result.effects, now)
+
+    def _node_stepped(
+        self, old: NodeState, new: NodeState, effects: tuple[Effect, ...], now: Timestamp
+    ) -> None:
+        self.nodes[new.id] = new
+        self.effects.extend(effects)
+        if old.queued and not new.queued and new.allocation_id is None:
+            self.fleet = dequeue(self.fleet, new.pool, {new.id})
+        if new.allocation_id is not None:
+            alloc = self.fleet.allocation(new.allocation_id, new.host_id)
+            wanted = replace(
+                alloc,
+                draining=alloc.draining or new.status is _N.CORDONED,
+                last_interrupted_at=new.last_interrupted_at,
+            )
+            if wanted != alloc:
+                self.fleet = update_allocation(self.fleet, wanted)
+        for effect in effects:
             if isinstance(effect, ReleaseAllocation):
                 self._release(effect.allocation_id, old.host_id, now)
 
@@ -134,35 +199,93 @@ class _Work:
         for subject in waiting:
             if subject in self.instances:
                 self.advance(subject, lifecycle.VictimReleased(allocation_id), now)
+            elif subject in self.nodes:
+                self.advance_node(subject, lifecycle.VictimReleased(allocation_id), now)
 
     def carry_out(self, plan: Plan, now: Timestamp) -> None:
         """Apply a scheduler plan to the fleet and to every instance it names."""
         self.fleet = apply_plan(self.fleet, plan, now)
         for pre in plan.preemptions:
+            reclaimed = lifecycle.Reclaimed(pre.for_subject, pre.lost_gpu_s, pre.reason)
             if pre.subject_id in self.instances:
-                reclaimed = lifecycle.Reclaimed(pre.for_subject, pre.lost_gpu_s, pre.reason)
                 self.advance(pre.subject_id, reclaimed, now)
+            elif pre.subject_id in self.nodes:
+                self.advance_node(pre.subject_id, reclaimed, now)
         for placement in plan.placements:
-            if placement.subject_id not in self.instances:
-                continue
             allocation_id = allocation_id_for(placement.subject_id, now)
             placed = lifecycle.Placed(
                 allocation_id, placement.host_id, placement.gpu_indices, placement.waits_for
             )
-            self.advance(placement.subject_id, placed, now)
+            if placement.subject_id in self.instances:
+                self.advance(placement.subject_id, placed, now)
+            elif placement.subject_id in self.nodes:
+                self.advance_node(placement.subject_id, placed, now)
+
+    def schedule(self, now: Timestamp, config: SchedulerConfig) -> None:
+        """A queue pass; with clusters, between a reconcile and a second one that reports."""
+        if self.clusters:
+            self.reconcile(now)
+        self.carry_out(_queue_pass(self.fleet, now, config), now)
+        if self.clusters:
+            self.reconcile(now)
+
+    def reconcile(self, now: Timestamp) -> None:
+        for cluster_id in sorted(self.clusters):
+            cluster = self.clusters[cluster_id]
+            mine = [n for n in self.nodes.values() if n.cluster_id == cluster_id]
+            self.apply_cluster_plan(clusters.reconcile_cluster(cluster, mine, now), now)
+
+    def apply_cluster_plan(self, plan: ClusterPlan, now: Timestamp) -> None:
+        """New nodes join the queue, pending ones leave it, ready ones are drained."""
+        self.clusters[plan.cluster.id] = plan.cluster
+        for node in plan.new_nodes:
+            self.nodes[node.id] = node
+        for ticket in plan.tickets:
+            self.fleet = enqueue(self.fleet, ticket)
+        held: dict[str, str | None] = {}
+        for gone in plan.removed:
+            old = self.nodes[gone.id]
+            self.nodes[gone.id] = gone
+            if old.queued:
+                self.fleet = dequeue(self.fleet, gone.pool, {gone.id})
+            if old.allocation_id is not None:
+                held[old.allocation_id] = old.host_id
+        self.effects.extend(plan.effects)
+        for effect in plan.effects:
+            if isinstance(effect, ReleaseAllocation):
+                self._release(effect.allocation_id, held.get(effect.allocation_id), now)
+        for drain in plan.drains:
+            self.advance_node(drain.node_id, nodes.Leave(drain.reason), now)
 
 
-def state_from_instances(hosts: Iterable[Host], instances: Iterable[InstanceState]) -> EngineState:
-    """Rebuild the engine state from stored instances: the fleet snapshot is derived, not stored.
+def state_from_instances(
+    hosts: Iterable[Host],
+    instances: Iterable[InstanceState],
+    *,
+    clusters: Iterable[ClusterState] = (),
+    nodes: Iterable[NodeState] = (),
+) -> EngineState:
+    """Rebuild the engine state from stored instances, clusters and nodes: the fleet snapshot is
+    derived, not stored.
 
-    An instance holding GPUs becomes its allocation (draining while it drains, waiting for the
-    victims it waits for); a queued instance becomes its ticket at its original enqueue time.
+    An instance or a node holding GPUs becomes its allocation (draining while it drains, waiting
+    for the victims it waits for); a queued instance or preemptible node becomes its ticket at its
+    original enqueue time. Removed nodes and deleted clusters are history: left out.
     """
     by_id = {i.id: i for i in instances}
+    live_nodes = {n.id: n for n in nodes if n.status is not _N.REMOVED}
     allocations = [_allocation_of(i) for i in by_id.values() if i.allocation_id is not None]
+    allocations += [node_allocation(n) for n in live_nodes.values() if n.allocation_id is not None]
     tickets = [ticket_for(i) for i in by_id.values() if i.status is _I.QUEUED]
+    tickets += [node_ticket(n) for n in live_nodes.values() if n.queued]
     fleet = FleetSnapshot.build(hosts, allocations, tickets)
-    return EngineState(fleet, MappingProxyType(by_id))
+    live_clusters = {c.id: c for c in clusters if c.status is not ClusterStatus.DELETED}
+    return EngineState(
+        fleet,
+        MappingProxyType(by_id),
+        MappingProxyType(live_clusters),
+        MappingProxyType(live_nodes),
+    )
 
 
 def _allocation_of(inst: InstanceState) -> Allocation:
@@ -236,7 +359,7 @@ def launch(
         auto_requeue=spec.auto_requeue,
         grace_period_s=spec.grace_period_s,
     )
-    work = _Work(state)
+    work = Work(state)
     if spec.capacity_class is CapacityClass.ON_DEMAND:
         request = Request(spec.instance_id, spec.pool, spec.gpus, spec.account_id)
         plan = place_on_demand(state.fleet, request, now, config)  # raises when impossible
@@ -244,12 +367,14 @@ def launch(
         work.instances[inst.id] = first.state
         work.effects.extend(first.effects)
         work.carry_out(plan, now)
+        if work.clusters:
+            work.schedule(now, config)
         return work.done()
     work.fleet = enqueue(work.fleet, Ticket(inst.id, inst.pool, inst.gpus, now, inst.account_id))
     first = lifecycle.new_instance(inst, now)
     work.instances[inst.id] = first.state
     work.effects.extend(first.effects)
-    work.carry_out(_queue_pass(work.fleet, now, config), now)
+    work.schedule(now, config)
     return work.done()
 
 
@@ -263,9 +388,9 @@ def report(
     """A report from the runtime or a request from the user, then a queue pass: an exit or a
     stop may have freed GPUs, a resume may have queued a ticket that fits at once."""
     state.instance(instance_id)
-    work = _Work(state)
+    work = Work(state)
     work.advance(instance_id, event, now)
-    work.carry_out(_queue_pass(work.fleet, now, config), now)
+    work.schedule(now, config)
     return work.done()
 
 
@@ -273,11 +398,14 @@ def tick(
     state: EngineState, now: Timestamp, config: SchedulerConfig = DEFAULT_CONFIG
 ) -> EngineStep:
     """Deadlines that are due (SIGKILL at the end of grace), then a queue pass."""
-    work = _Work(state)
+    work = Work(state)
     for inst in sorted(state.instances.values(), key=lambda i: i.id):
         if inst.deadline is not None and inst.deadline <= now:
             work.advance(inst.id, lifecycle.DeadlineCheck(), now)
-    work.carry_out(_queue_pass(work.fleet, now, config), now)
+    for node in sorted(work.nodes.values(), key=lambda n: n.id):
+        if node.status is _N.CORDONED and node.deadline is not None and node.deadline <= now:
+            work.advance_node(node.id, lifecycle.DeadlineCheck(), now)
+    work.schedule(now, config)
     return work.done()
 
 
@@ -287,5 +415,10 @@ def next_wake(state: EngineState) -> Timestamp | None:
         i.deadline
         for i in state.instances.values()
         if i.deadline is not None and i.status in lifecycle.DRAINING
+    ]
+    deadlines += [
+        n.deadline
+        for n in state.nodes.values()
+        if n.deadline is not None and n.status is _N.CORDONED
     ]
     return min(deadlines, default=None)
