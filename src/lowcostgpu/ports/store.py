@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal, Protocol
 
+from lowcostgpu.core.clusters import ClusterState
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.core.metering import MeterKey, UsageRecord
+from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.events import EventType, Reason
 
@@ -130,6 +132,34 @@ class LedgerEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredCluster:
+    state: ClusterState
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterWrite:
+    """Written only if the stored version is still `expected_version` (None: a new cluster)."""
+
+    state: ClusterState
+    expected_version: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredNode:
+    state: NodeState
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeWrite:
+    """Written only if the stored version is still `expected_version` (None: a new node)."""
+
+    state: NodeState
+    expected_version: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class Commit:
     instances: Sequence[InstanceWrite] = ()
     outbox: Sequence[OutboxEntry] = ()
@@ -140,6 +170,8 @@ class Commit:
     accounts: Sequence[AccountRecord] = ()  # inserted; an existing id is a `Conflict`
     api_keys: Sequence[ApiKeyRecord] = ()  # inserted unless the hash exists
     ledger: Sequence[LedgerEntry] = ()  # inserted unless the key exists
+    clusters: Sequence[ClusterWrite] = ()  # versioned like instances
+    nodes: Sequence[NodeWrite] = ()  # versioned like instances
 
 
 class Store(Protocol):
@@ -193,6 +225,22 @@ class Store(Protocol):
 
     def balances(self) -> dict[str, Decimal]:
         """Every account's balance that has ledger entries: the exact sum of its entries."""
+        ...
+
+    def clusters(
+        self, *, account_id: str | None = None, include_deleted: bool = False
+    ) -> list[StoredCluster]:
+        """Every cluster that is not deleted (or every one), by id, with its version."""
+        ...
+
+    def cluster(self, cluster_id: str) -> StoredCluster:
+        """One cluster (deleted ones too); `NotFound` if there is none."""
+        ...
+
+    def nodes(
+        self, *, cluster_id: str | None = None, include_removed: bool = False
+    ) -> list[StoredNode]:
+        """Every node that is not removed (or every one), by id, with its version."""
         ...
 
     def try_lead(self, owner: str) -> bool:

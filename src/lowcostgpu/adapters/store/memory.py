@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from lowcostgpu.adapters.store import rows
+from lowcostgpu.adapters.store import cluster_rows, rows
 from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound, StaleWrite
@@ -27,7 +27,9 @@ from lowcostgpu.ports.store import (
     EventRecord,
     LedgerEntry,
     OutboxEntry,
+    StoredCluster,
     StoredInstance,
+    StoredNode,
     VolumeRecord,
 )
 
@@ -47,6 +49,8 @@ class MemoryStore:
         self._accounts: dict[str, _Row] = {}
         self._api_keys: dict[str, _Row] = {}
         self._ledger: dict[str, _Row] = {}
+        self._clusters: dict[str, _Row] = {}
+        self._nodes: dict[str, _Row] = {}
         self._leader: str | None = None
 
     def commit(self, commit: Commit) -> None:
@@ -60,8 +64,16 @@ class MemoryStore:
             api_keys = [rows.api_key_row(k) for k in commit.api_keys]
             ledger = [rows.ledger_row(e) for e in commit.ledger]
             events = self._new_events(commit.events)
+            clusters = cluster_rows.versioned_after(
+                self._clusters, commit.clusters, "cluster", cluster_rows.cluster_row
+            )
+            nodes = cluster_rows.versioned_after(
+                self._nodes, commit.nodes, "node", cluster_rows.node_row
+            )
             # Everything is encoded and checked: from here on nothing can fail half-way.
             self._instances.update(instances)
+            self._clusters.update(clusters)
+            self._nodes.update(nodes)
             for o in outbox:
                 self._outbox.setdefault(o["key"], {**o, "done_at": None})
             self._events.extend(events)
@@ -210,6 +222,39 @@ class MemoryStore:
             for r in self._ledger.values():
                 amounts.setdefault(r["account_id"], []).append(rows.ledger_amount(r["amount"]))
         return {account: rows.exact_sum(values) for account, values in sorted(amounts.items())}
+
+    def clusters(
+        self, *, account_id: str | None = None, include_deleted: bool = False
+    ) -> list[StoredCluster]:
+        with self._mutex:
+            found = [
+                r
+                for r in self._clusters.values()
+                if (include_deleted or r["status"] != cluster_rows.DELETED)
+                and account_id in (None, r["account_id"])
+            ]
+        found.sort(key=lambda r: r["id"])
+        return [cluster_rows.stored_cluster(r) for r in found]
+
+    def cluster(self, cluster_id: str) -> StoredCluster:
+        with self._mutex:
+            row = self._clusters.get(cluster_id)
+        if row is None:
+            raise NotFound(f"no cluster {cluster_id}", hint="list clusters to see their ids")
+        return cluster_rows.stored_cluster(row)
+
+    def nodes(
+        self, *, cluster_id: str | None = None, include_removed: bool = False
+    ) -> list[StoredNode]:
+        with self._mutex:
+            found = [
+                r
+                for r in self._nodes.values()
+                if (include_removed or r["status"] != cluster_rows.REMOVED)
+                and cluster_id in (None, r["cluster_id"])
+            ]
+        found.sort(key=lambda r: r["id"])
+        return [cluster_rows.stored_node(r) for r in found]
 
     def try_lead(self, owner: str) -> bool:
         with self._mutex:

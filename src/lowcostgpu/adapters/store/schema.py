@@ -143,3 +143,40 @@ ledger = sa.Table(
     sa.Column("memo", sa.Text, nullable=False),
     sa.Index("ix_ledger_account_at", "account_id", "at"),
 )
+
+# Clusters and their nodes (migration 0003): the core's records as JSON, versioned like
+# instances. Removed nodes and deleted clusters stay (history, billing); partial indexes cover
+# the live ones, which are what every decision loads.
+clusters = sa.Table(
+    "clusters",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("account_id", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Index(
+        "ix_clusters_live",
+        "id",
+        sqlite_where=sa.text("status <> 'deleted'"),
+        postgresql_where=sa.text("status <> 'deleted'"),
+    ),
+)
+
+nodes = sa.Table(
+    "nodes",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("cluster_id", sa.Text, nullable=False),
+    sa.Column("account_id", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Index("ix_nodes_cluster", "cluster_id"),
+    sa.Index(
+        "ix_nodes_live",
+        "id",
+        sqlite_where=sa.text("status <> 'removed'"),
+        postgresql_where=sa.text("status <> 'removed'"),
+    ),
+)

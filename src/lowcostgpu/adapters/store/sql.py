@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from alembic.util.exc import CommandError
 from sqlalchemy.dialects import postgresql, sqlite
 
-from lowcostgpu.adapters.store import rows
+from lowcostgpu.adapters.store import cluster_rows, rows
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.adapters.store.engine import (
     WRITE,
@@ -47,7 +47,9 @@ from lowcostgpu.ports.store import (
     InstanceWrite,
     LedgerEntry,
     OutboxEntry,
+    StoredCluster,
     StoredInstance,
+    StoredNode,
     VolumeRecord,
 )
 
@@ -114,6 +116,34 @@ class SqlStore:
             self._insert_new(conn, t.accounts, "id", [rows.account_row(a) for a in commit.accounts])
             self._insert_new(conn, t.api_keys, "key_hash", map(rows.api_key_row, commit.api_keys))
             self._insert_new(conn, t.ledger, "key", [rows.ledger_row(e) for e in commit.ledger])
+            for c in commit.clusters:
+                row = cluster_rows.cluster_row(c.state)
+                self._write_versioned(conn, t.clusters, "cluster", row, c.expected_version)
+            for n in commit.nodes:
+                row = cluster_rows.node_row(n.state)
+                self._write_versioned(conn, t.nodes, "node", row, n.expected_version)
+
+    def _write_versioned(
+        self,
+        conn: sa.Connection,
+        table: sa.Table,
+        kind: str,
+        row: dict[str, Any],
+        expected: int | None,
+    ) -> None:
+        """Insert a new row (it must not exist) or update one still at `expected`."""
+        if expected is None:
+            stmt = self._insert(table).on_conflict_do_nothing(index_elements=["id"])
+            opts = {"preserve_rowcount": True}
+            result = conn.execute(stmt, {**row, "version": 1}, execution_options=opts)
+        else:
+            result = conn.execute(
+                sa.update(table)
+                .where(table.c.id == row["id"], table.c.version == expected)
+                .values(**row, version=expected + 1)
+            )
+        if result.rowcount != 1:
+            raise cluster_rows.stale(kind, row["id"], expected)
 
     def _insert_new(
         self, conn: sa.Connection, table: sa.Table, key: str, values: Iterable[dict[str, Any]]
@@ -204,6 +234,34 @@ class SqlStore:
         if not found:
             raise NotFound(f"no instance {instance_id}", hint="list instances to see their ids")
         return rows.stored_instance(found[0])
+
+    def clusters(
+        self, *, account_id: str | None = None, include_deleted: bool = False
+    ) -> list[StoredCluster]:
+        q = sa.select(t.clusters)
+        if not include_deleted:
+            q = q.where(t.clusters.c.status != cluster_rows.DELETED)
+        if account_id is not None:
+            q = q.where(t.clusters.c.account_id == account_id)
+        found = self._rows(q.order_by(self._text(t.clusters.c.id)))
+        return [cluster_rows.stored_cluster(r) for r in found]
+
+    def cluster(self, cluster_id: str) -> StoredCluster:
+        found = self._rows(sa.select(t.clusters).where(t.clusters.c.id == cluster_id))
+        if not found:
+            raise NotFound(f"no cluster {cluster_id}", hint="list clusters to see their ids")
+        return cluster_rows.stored_cluster(found[0])
+
+    def nodes(
+        self, *, cluster_id: str | None = None, include_removed: bool = False
+    ) -> list[StoredNode]:
+        q = sa.select(t.nodes)
+        if not include_removed:
+            q = q.where(t.nodes.c.status != cluster_rows.REMOVED)
+        if cluster_id is not None:
+            q = q.where(t.nodes.c.cluster_id == cluster_id)
+        found = self._rows(q.order_by(self._text(t.nodes.c.id)))
+        return [cluster_rows.stored_node(r) for r in found]
 
     def pending_outbox(self, limit: int = 1000) -> list[OutboxEntry]:
         if limit <= 0:
