@@ -28,6 +28,7 @@ WORKLOAD = HERE / "ckpt_workload.py"
 ROUNDS = int(os.environ.get("LOWCOSTGPU_CRASH_ROUNDS", "8"))
 STEPS = 300  # 15 s of work per instance at 0.05 s a step
 METERING_INTERVAL_S = 60
+ADMIN_KEY = "lcg_admin_crash-safety-0123456789"
 HOLDING = {"starting", "running", "interrupting", "stopping"}
 FLEET = """
 [[region]]
@@ -53,6 +54,8 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = f"http://127.0.0.1:{self.port}"
         self.starts = 0
+        self.account_id = ""
+        self.headers: dict[str, str] = {}
 
     def start(self) -> None:
         self.starts += 1
@@ -60,6 +63,7 @@ class Server:
         argv = [sys.executable, "-m", "lowcostgpu", "serve", "--data-dir", str(self.data)]
         argv += ["--db", self.db, "--fleet", str(self.tmp / "fleet.toml")]
         argv += ["--port", str(self.port), "--metering-interval-s", str(METERING_INTERVAL_S)]
+        argv += ["--admin-key", ADMIN_KEY]
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -72,12 +76,23 @@ class Server:
             time.sleep(0.1)
         raise AssertionError("the server did not start and take the lead within 60 s")
 
+    def sign_up(self) -> None:
+        """An account with credit, whose key every later call uses."""
+        admin = {"authorization": f"Bearer {ADMIN_KEY}"}
+        created = self.call("POST", "/v1/accounts", json={"name": "crash"}, headers=admin)
+        self.account_id = created["id"]
+        self.call(
+            "POST", f"/v1/accounts/{self.account_id}/topup", json={"amount": "100"}, headers=admin
+        )
+        self.headers = {"authorization": f"Bearer {created['api_key']}"}
+
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
+        kw.setdefault("headers", self.headers)
         response = httpx.request(method, f"{self.url}{path}", timeout=30, **kw)
         assert response.status_code < 500, response.text
         return response.json() if response.content else None
@@ -153,6 +168,7 @@ def launch(server: Server, name: str, kind: str, gpus: int) -> str:
 def test_kill_the_server_at_random_moments_and_lose_nothing(server: Server) -> None:
     rng = random.Random(20261130)
     server.start()
+    server.sign_up()
     work = [launch(server, f"job{n}", "interruptible", 2) for n in range(3)]
     on_demand: list[str] = []
     for _ in range(ROUNDS):
@@ -171,6 +187,7 @@ def test_kill_the_server_at_random_moments_and_lose_nothing(server: Server) -> N
                     "command": [sys.executable, "-c", "import time; time.sleep(600)"],
                 },
                 timeout=30,
+                headers=server.headers,
             )
             assert response.status_code in (201, 409), response.text
             if response.status_code == 201:
@@ -204,7 +221,7 @@ def _check_resumes_and_meter(server: Server, finished: dict[str, dict[str, Any]]
     runs_of: dict[str, list[dict[str, Any]]] = {}
     for instance_id, inst in finished.items():
         name = inst["volume"].split(":")[0]
-        volume = server.data / "volumes" / "default" / name
+        volume = server.data / "volumes" / server.account_id / name
         runs = [json.loads(line) for line in (volume / "runs.jsonl").read_text().splitlines()]
         assert runs[-1]["step"] == STEPS
         for before, after in pairwise(runs):

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from lowcostgpu.app.plane import ControlPlane
+from lowcostgpu.core.queue import QueueEntry
 from lowcostgpu.core.rating import build_invoice
 from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.ports.store import EventRecord, StoredInstance
@@ -25,6 +26,22 @@ class InstanceIn(BaseModel):
     volume: str | None = Field(None, description="NAME:SIZE, e.g. ckpts:50GB")
     auto_requeue: bool = True
     grace_period_s: int = Field(300, ge=0, le=300)
+
+
+class QueueOut(BaseModel):
+    """Where a queued instance stands; `eta_at` is None when there is no honest estimate yet."""
+
+    position: int
+    gpus_ahead: int
+    eta_at: int | None
+    eta_s: int | None
+
+    @classmethod
+    def of(cls, entry: QueueEntry, now: int) -> QueueOut:
+        eta_s = None if entry.eta_at is None else max(0, entry.eta_at - now)
+        return cls(
+            position=entry.position, gpus_ahead=entry.gpus_ahead, eta_at=entry.eta_at, eta_s=eta_s
+        )
 
 
 class CheckpointIn(BaseModel):
@@ -51,6 +68,7 @@ class InstanceOut(BaseModel):
     host_id: str | None
     gpu_indices: list[int]
     queue_position: int | None
+    queue: QueueOut | None
     notice_at: int | None
     deadline: int | None
     exit_code: int | None
@@ -59,7 +77,10 @@ class InstanceOut(BaseModel):
     created_at: int
 
     @classmethod
-    def of(cls, plane: ControlPlane, stored: StoredInstance) -> InstanceOut:
+    def of(
+        cls, plane: ControlPlane, stored: StoredInstance, queue: QueueEntry | None = None
+    ) -> InstanceOut:
+        """`queue`: the instance's place in its queue, when it is queued."""
         s, launch = stored.state, stored.launch
         gpu = plane.catalog.gpu(s.pool.gpu_type)
         rate = (
@@ -81,7 +102,8 @@ class InstanceOut(BaseModel):
             last_checkpoint_step=s.last_checkpoint_step,
             host_id=s.host_id,
             gpu_indices=list(s.gpu_indices),
-            queue_position=plane.queue_position(s.id),
+            queue_position=queue.position if queue else None,
+            queue=QueueOut.of(queue, plane.clock.now()) if queue else None,
             notice_at=s.notice_at,
             deadline=s.deadline,
             exit_code=s.exit_code,
@@ -99,11 +121,12 @@ class UsageOut(BaseModel):
     amount_exact: str
 
     @classmethod
-    def of(cls, instance_id: str, plane: ControlPlane) -> UsageOut:
-        records = [r for r in plane.store.usage() if r.subject_id == instance_id]
+    def of(cls, instance_id: str, account_id: str, plane: ControlPlane) -> UsageOut:
+        records = [
+            r for r in plane.store.usage(account_id=account_id) if r.subject_id == instance_id
+        ]
         end = max((r.interval_end for r in records), default=None)
-        account = records[0].account_id if records else ""
-        invoice = build_invoice(account, records, plane.catalog, 0, end or 0)
+        invoice = build_invoice(account_id, records, plane.catalog, 0, end or 0)
         return cls(
             instance_id=instance_id,
             gpu_seconds=sum(r.quantity_s for r in records if r.kind == "gpu"),

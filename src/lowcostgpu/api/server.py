@@ -1,32 +1,98 @@
-"""Running the API server: the control plane built by `bootstrap`, its loop, and uvicorn."""
+"""Running the API server: the control plane built by `bootstrap`, its loop, and uvicorn.
+
+`serve` blocks (the `lowcostgpu serve` command); `start` runs the same server in threads of this
+process and returns once it answers (the live demo and the tests use it).
+"""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+import uvicorn
 
 from lowcostgpu.api.app import create_app
+from lowcostgpu.app.accounts import Accounts
+from lowcostgpu.app.loop import ReconcileLoop
 from lowcostgpu.bootstrap.serve import ServeOptions, build
+from lowcostgpu.bootstrap.wiring import Wired
+from lowcostgpu.domain.errors import Unavailable
+
+START_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Running:
+    url: str
+    admin_key: str | None  # the admin key made at this start, if one was made
+    wired: Wired
+    loop: ReconcileLoop
+    stop: Callable[[], None]
+
+
+def _prepare(options: ServeOptions) -> tuple[uvicorn.Server, Running]:
+    wired, loop, runtime = build(options)
+    plane = wired.plane
+    accounts = Accounts(plane.store, plane.clock, plane.ids)
+    admin_key = accounts.install_admin_key(options.admin_key)
+    thread = threading.Thread(target=loop.run, name="reconcile-loop", daemon=True)
+    thread.start()
+    api = create_app(plane, runtime, wired.tokens, lambda: loop.leading, accounts=accounts)
+    config = uvicorn.Config(api, host=options.host, port=options.port, log_level="warning")
+    server = uvicorn.Server(config)
+
+    def stop() -> None:
+        server.should_exit = True
+        loop.stop()
+        thread.join(timeout=10)
+        plane.store.close()
+
+    return server, Running(options.url, admin_key, wired, loop, stop)
+
+
+def _greet(options: ServeOptions, running: Running, say: Callable[[str], None]) -> None:
+    say(f"lowcostgpu is serving at {options.url} (data in {options.data_dir})")
+    if running.admin_key:
+        say(f"admin key (shown once, stored hashed): {running.admin_key}")
+    elif options.admin_key is None:
+        say("admin key: the one printed at the first start (or restart with --admin-key)")
+    say("Try:")
+    say(f"  lowcostgpu login --url {options.url} --admin-key ADMIN_KEY --create-account me")
+    say("  lowcostgpu prices · lowcostgpu launch --gpu a100-sxm4 --template pytorch --wait")
+    say("Or watch the whole seed session for real in a throw-away plane: lowcostgpu demo")
 
 
 def serve(options: ServeOptions, say: Callable[[str], None]) -> None:
-    import uvicorn
-
-    wired, loop, runtime = build(options)
-    thread = threading.Thread(target=loop.run, name="reconcile-loop", daemon=True)
-    thread.start()
-    api = create_app(wired.plane, runtime, wired.tokens, lambda: loop.leading)
-    say(f"lowcostgpu is serving at {options.url} (data in {options.data_dir})")
-    say("Try:")
-    say(
-        f"  curl -s -X POST {options.url}/v1/instances -H 'content-type: application/json' "
-        """-d '{"gpu": "a100-sxm4", "type": "interruptible", "template": "pytorch", """
-        """"volume": "ckpts:1GB"}'"""
-    )
-    say(f"  curl -s {options.url}/v1/instances")
+    server, running = _prepare(options)
+    _greet(options, running, say)
     try:
-        uvicorn.run(api, host=options.host, port=options.port, log_level="warning")
+        server.run()
     finally:
-        loop.stop()
+        running.stop()
+
+
+def start(options: ServeOptions) -> Running:
+    """The server in background threads; returns once /healthz answers and the loop leads."""
+    server, running = _prepare(options)
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    stop_running = running.stop
+
+    def stop() -> None:
+        stop_running()
         thread.join(timeout=10)
-        wired.plane.store.close()
+
+    running.stop = stop
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{running.url}/healthz", timeout=1).json().get("leading"):
+                return running
+        except (httpx.HTTPError, ValueError):
+            pass
+        time.sleep(0.05)
+    stop()
+    raise Unavailable(f"the server at {running.url} did not start within {START_TIMEOUT_S:.0f} s")

@@ -13,9 +13,18 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from itertools import pairwise
 from typing import Any
 
+from lowcostgpu.app import billing
+from lowcostgpu.app.clusters import (
+    ClusterRecords,
+    ClusterRequests,
+    absorb_node_reports,
+    node_allocations,
+    node_spans,
+)
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import LaunchRequest, build_launch
 from lowcostgpu.core import engine, lifecycle
@@ -42,7 +51,7 @@ from lowcostgpu.core.metering import (
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import CapacityClass, Host, Timestamp
 from lowcostgpu.domain.catalog import Catalog
-from lowcostgpu.domain.errors import Conflict, StaleWrite
+from lowcostgpu.domain.errors import Conflict, StaleWrite, Unavailable
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.clock import Clock, IdSource
@@ -67,6 +76,7 @@ class PlaneConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     metering_interval_s: int = 60
     poll_interval_s: float = 1.0  # how often the loop looks at the runtime at the latest
+    low_balance_usd: Decimal = billing.DEFAULT_LOW_BALANCE_USD  # `BalanceLow` below this
 
 
 @dataclass
@@ -78,8 +88,11 @@ class Decision:
     extra: Commit = field(default_factory=Commit)
 
 
-class ControlPlane:
-    """Decisions on a store; effects are carried out by whoever holds the lead."""
+class ControlPlane(ClusterRequests):
+    """Decisions on a store; effects are carried out by whoever holds the lead.
+
+    Cluster requests (`create_cluster`, `update_cluster_target`, `get_cluster`, `list_clusters`,
+    `delete_cluster`) come from `app.clusters.ClusterRequests`."""
 
     def __init__(
         self,
@@ -103,6 +116,10 @@ class ControlPlane:
         self._carry_out = carry_out
         self._lock = threading.RLock()
         self.wake = threading.Event()  # set when a decision may have work for the loop
+        # A standby server (another holds the store's lead) decides nothing: two deciders on one
+        # store could both place work on the same free GPUs, since versions guard instances,
+        # not the fleet. The loop clears this once it holds the lead.
+        self.standby = False
 
     # Requests ----------------------------------------------------------------------------------
 
@@ -155,6 +172,8 @@ class ControlPlane:
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             state, effects = self._absorb(state, reports, now)
+            state, more = absorb_node_reports(state, reports, now, self.config)
+            effects += more
             step = engine.tick(state, now, self.config.scheduler)
             step = EngineStep(step.state, (*effects, *step.effects), step.wake_at)
             return Decision(step, extra=self._meter(step.state, now))
@@ -181,6 +200,7 @@ class ControlPlane:
     def _forget_orphans(self, state: EngineState, reports: list[WorkloadReport]) -> None:
         """A workload no instance holds any more is never left behind: killed, then forgotten."""
         held = {i.allocation_id for i in state.instances.values() if i.allocation_id}
+        held |= node_allocations(state)
         for report in reports:
             if report.allocation_id in held:
                 continue
@@ -195,6 +215,7 @@ class ControlPlane:
         latest = {s.state.id: s.state for s in self.store.instances(include_deleted=True)}
         latest.update(state.instances)
         spans = [span for inst in latest.values() for span in instance_gpu_spans(inst)]
+        spans += node_spans(self.store, state)
         spans += [
             volume_span(
                 volume_key(v.account_id, v.name),
@@ -209,19 +230,36 @@ class ControlPlane:
         records = meter(spans, before, now, self.config.metering_interval_s)
         after = metered_through_after(before, records)
         moved = {key: at for key, at in after.items() if before.get(key) != at}
-        return Commit(usage=records, metered_through=moved)
+        if not records:
+            return Commit(metered_through=moved)
+        ledger, events = billing.charges(
+            records, self.catalog, self.store.balances(), self.config.low_balance_usd, now
+        )
+        return Commit(usage=records, metered_through=moved, ledger=ledger, events=events)
 
     # Deciding and writing ------------------------------------------------------------------------
 
     def _decide(self, decide: Callable[[EngineState, Timestamp], Decision]) -> EngineStep:
+        if self.standby:
+            raise Unavailable(
+                "this server is a standby: another server on the same store leads",
+                hint="send requests to the leading server, or stop it and this one takes over",
+            )
         for attempt in range(MAX_ATTEMPTS):
             with self._lock:
                 now = self.clock.now()
                 stored = {s.state.id: s for s in self.store.instances()}
-                state = engine.state_from_instances(self.hosts, [s.state for s in stored.values()])
+                records = ClusterRecords.load(self.store)
+                state = engine.state_from_instances(
+                    self.hosts,
+                    [s.state for s in stored.values()],
+                    clusters=records.cluster_states(),
+                    nodes=records.node_states(),
+                )
                 decision = decide(state, now)
+                commit = records.written(_commit_of(decision, stored, now), decision.step.state)
                 try:
-                    self.store.commit(_commit_of(decision, stored, now))
+                    self.store.commit(commit)
                 except StaleWrite:
                     if attempt == MAX_ATTEMPTS - 1:
                         raise
@@ -326,6 +364,7 @@ def _commit_of(decision: Decision, stored: dict[str, StoredInstance], now: Times
         elif old.state != inst:
             writes.append(InstanceWrite(inst, old.version))
     events = [_event_record(e) for e in decision.step.effects if isinstance(e, EmitEvent)]
+    events += decision.extra.events
     outbox = [
         OutboxEntry(e.effect_key, type(e).__name__, _payload(e), now)
         for e in decision.step.effects
@@ -339,6 +378,7 @@ def _commit_of(decision: Decision, stored: dict[str, StoredInstance], now: Times
         usage=extra.usage,
         metered_through=extra.metered_through,
         volumes=extra.volumes,
+        ledger=extra.ledger,
     )
 
 

@@ -34,6 +34,7 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8080
     metering_interval_s: int = 60
+    admin_key: str | None = None  # None: keep the stored one, or make one at the first start
 
     @property
     def url(self) -> str:
@@ -92,5 +93,6 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, LocalRuntime]:
         metadata_url=f"{options.url}/v1/metadata",
         config=PlaneConfig(metering_interval_s=options.metering_interval_s),
     )
+    wired.plane.standby = True  # until the loop holds the store's lead
     loop = ReconcileLoop(wired.plane, owner=f"{socket.gethostname()}:{os.getpid()}")
     return wired, loop, runtime

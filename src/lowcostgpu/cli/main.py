@@ -61,12 +61,19 @@ def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8080,
     metering_interval_s: Annotated[int, typer.Option(help="60 to 120")] = 60,
+    admin_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="LOWCOSTGPU_ADMIN_KEY",
+            help="admin key to accept (stored hashed); default: one is made at the first start",
+        ),
+    ] = None,
 ) -> None:
     """Run the control plane: store, reconcile loop, local runtime and the API."""
     from lowcostgpu.api.server import serve as run_server
     from lowcostgpu.bootstrap.serve import ServeOptions
 
-    options = ServeOptions(data_dir, db, fleet, catalog, host, port, metering_interval_s)
+    options = ServeOptions(data_dir, db, fleet, catalog, host, port, metering_interval_s, admin_key)
     with _clear_errors():
         run_server(options, typer.echo)
 

@@ -86,6 +86,12 @@ class Unauthenticated(LowcostgpuError):
     code = "unauthenticated"
 
 
+class Forbidden(LowcostgpuError):
+    """Valid credentials that may not do this (an account key on an admin action, say)."""
+
+    code = "forbidden"
+
+
 class Unavailable(LowcostgpuError):
     """The service cannot do this now (a standby server, a store that cannot be reached)."""
 

@@ -1,0 +1,73 @@
+"""`/metrics` for Prometheus: fleet gauges read from the store at scrape time, request counters.
+
+A registry per app (not the process-wide default), so two apps in one process (tests) never
+collide. The gauges are computed when scraped: nothing is kept in memory that could drift from
+the store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from lowcostgpu.api.context import ApiContext
+from lowcostgpu.app import queries
+
+
+class FleetCollector(Collector):
+    def __init__(self, ctx: ApiContext) -> None:
+        self.ctx = ctx
+
+    def collect(self) -> Iterator[Metric]:
+        gpus = GaugeMetricFamily(
+            "lowcostgpu_gpus", "GPUs per pool and use", labels=["region", "gpu_type", "use"]
+        )
+        queue = GaugeMetricFamily(
+            "lowcostgpu_queue_depth", "Queued instances per pool", labels=["region", "gpu_type"]
+        )
+        for p in queries.pools(self.ctx.plane):
+            for use, n in (
+                ("free", p.free_gpus),
+                ("on_demand", p.on_demand_gpus),
+                ("interruptible", p.interruptible_gpus),
+                ("total", p.gpus),
+            ):
+                gpus.add_metric([p.region, p.gpu_type, use], n)
+            queue.add_metric([p.region, p.gpu_type], p.queue_depth)
+        yield gpus
+        yield queue
+        statuses = Tally(str(s.state.status) for s in self.ctx.plane.store.instances())
+        instances = GaugeMetricFamily(
+            "lowcostgpu_instances", "Instances by status", labels=["status"]
+        )
+        for status, n in sorted(statuses.items()):
+            instances.add_metric([status], n)
+        yield instances
+        interruptions = CounterMetricFamily(
+            "lowcostgpu_interruptions", "Interruptions per GPU type", labels=["gpu_type"]
+        )
+        for row in queries.interruption_statistics(self.ctx.plane):
+            interruptions.add_metric([row["gpu_type"]], row["interruptions"])
+        yield interruptions
+        leading = GaugeMetricFamily("lowcostgpu_leading", "1 if this server runs the loop")
+        leading.add_metric([], 1 if self.ctx.is_leading() else 0)
+        yield leading
+
+
+class Metrics:
+    def __init__(self, ctx: ApiContext) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(FleetCollector(ctx))
+        self.requests = Counter(
+            "lowcostgpu_http_requests",
+            "HTTP requests by method and status",
+            ["method", "status"],
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,166 @@
+"""Bodies of the prices, fleet, billing and account endpoints. Money is exact decimal text."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lowcostgpu.core.rating import Invoice, InvoiceLine, to_money
+from lowcostgpu.domain.catalog import GpuType
+from lowcostgpu.domain.money import Money
+
+REFERENCE_GPU_HOURS = 100  # the price table shows the cost of 100 GPU-hours, as the product page
+
+
+def usd(value: Money | Decimal) -> str:
+    """Exact decimal text, without exponent or trailing zeros beyond the cents."""
+    amount = value.amount if isinstance(value, Money) else value
+    text = f"{amount.normalize():f}"
+    if "." not in text:
+        return f"{text}.00"
+    whole, frac = text.split(".")
+    return f"{whole}.{frac.ljust(2, '0')}"
+
+
+class PriceOut(BaseModel):
+    gpu: str
+    name: str
+    memory_gb: int
+    on_demand_per_gpu_hour: str
+    interruptible_per_gpu_hour: str
+    interruptible_100_gpu_hours: str
+    savings_100_gpu_hours: str
+
+    @classmethod
+    def of(cls, gpu: GpuType) -> PriceOut:
+        od, it = gpu.on_demand_per_gpu_hour, gpu.interruptible_per_gpu_hour
+        return cls(
+            gpu=gpu.name,
+            name=gpu.display_name,
+            memory_gb=gpu.memory_gb,
+            on_demand_per_gpu_hour=usd(od),
+            interruptible_per_gpu_hour=usd(it),
+            interruptible_100_gpu_hours=usd(it.times(REFERENCE_GPU_HOURS)),
+            savings_100_gpu_hours=usd((od - it).times(REFERENCE_GPU_HOURS)),
+        )
+
+
+class PricesOut(BaseModel):
+    currency: str = "USD"
+    interruptible_discount: str = "0.50"
+    gpus: list[PriceOut]
+    storage_per_gb_month: str
+
+
+class InvoiceLineOut(BaseModel):
+    kind: str
+    resource: str
+    capacity_class: str | None
+    description: str
+    quantity_s: int
+    hours: str  # GPU-hours or GB-hours, exact
+    unit_price: str
+    amount_exact: str
+    amount: str  # rounded to cents, half-even, at the line
+    rounding: str
+    savings: str
+
+    @classmethod
+    def of(cls, line: InvoiceLine) -> InvoiceLineOut:
+        from fractions import Fraction
+
+        return cls(
+            kind=line.kind,
+            resource=line.resource,
+            capacity_class=None if line.capacity_class is None else str(line.capacity_class),
+            description=line.description,
+            quantity_s=line.quantity_s,
+            hours=usd(to_money(Fraction(line.quantity_s, 3600))),
+            unit_price=usd(line.unit_price),
+            amount_exact=usd(line.amount_exact),
+            amount=usd(line.amount),
+            rounding=usd(line.rounding),
+            savings=usd(line.savings),
+        )
+
+
+class BillOut(BaseModel):
+    account_id: str
+    period_start: int
+    period_end: int
+    lines: list[InvoiceLineOut]
+    total: str
+    total_exact: str
+    savings: str
+    gpu_seconds: int
+    balance: str
+
+    @classmethod
+    def of(cls, invoice: Invoice, balance: Decimal) -> BillOut:
+        return cls(
+            account_id=invoice.account_id,
+            period_start=invoice.period_start,
+            period_end=invoice.period_end,
+            lines=[InvoiceLineOut.of(line) for line in invoice.lines],
+            total=usd(invoice.total),
+            total_exact=usd(invoice.total_exact),
+            savings=usd(invoice.savings),
+            gpu_seconds=sum(line.quantity_s for line in invoice.lines if line.kind == "gpu"),
+            balance=usd(balance),
+        )
+
+
+class UsageRecordOut(BaseModel):
+    subject_id: str
+    kind: str
+    resource: str
+    capacity_class: str | None
+    interval_start: int
+    interval_end: int
+    quantity_s: int
+
+
+class LedgerOut(BaseModel):
+    at: int
+    kind: str
+    amount: str
+    memo: str
+
+
+class BalanceOut(BaseModel):
+    account_id: str
+    balance: str
+    low_balance_threshold: str
+    can_launch: bool
+    ledger: list[LedgerOut] = Field(default_factory=list)
+
+
+class AccountIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200)
+
+
+class AccountOut(BaseModel):
+    id: str
+    name: str
+    created_at: int
+    balance: str
+
+
+class CreatedAccountOut(AccountOut):
+    api_key: str = Field(description="shown once: store it now")
+
+
+class KeyOut(BaseModel):
+    account_id: str
+    api_key: str = Field(description="shown once: store it now")
+    prefix: str
+
+
+class TopupIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    amount: str = Field(description='USD as exact decimal text, e.g. "20.00"', max_length=40)
+    reference: str | None = Field(
+        None, max_length=200, description="idempotency: a top-up with the same one credits once"
+    )

@@ -1,0 +1,39 @@
+"""The workloads' metadata endpoint (DESIGN.md §1), opened by the instance's own token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+
+from lowcostgpu.api.context import Ctx, InstanceToken
+from lowcostgpu.api.models import CheckpointIn, CompleteIn
+
+router = APIRouter(prefix="/v1/metadata", tags=["metadata"])
+
+
+@router.get("/interruption")
+def interruption(ctx: Ctx, instance_id: InstanceToken) -> Response:
+    notice = ctx.plane.interruption(instance_id)
+    if notice is None:
+        body = {"code": "not_found", "message": "no interruption notice"}
+        return JSONResponse(body, status_code=404)
+    return JSONResponse(notice)
+
+
+@router.post("/checkpoint", status_code=204)
+def checkpoint(ctx: Ctx, body: CheckpointIn, instance_id: InstanceToken) -> Response:
+    ctx.plane.report_checkpoint(instance_id, body.step)
+    return Response(status_code=204)
+
+
+@router.post("/complete", status_code=204)
+def complete(ctx: Ctx, body: CompleteIn, instance_id: InstanceToken) -> Response:
+    ctx.plane.report_complete(instance_id, body.step)
+    return Response(status_code=204)
+
+
+@router.get("/fleet")
+def fleet(ctx: Ctx, instance_id: InstanceToken) -> dict[str, Any]:
+    return ctx.plane.interruption_statistics(instance_id)

@@ -1,0 +1,155 @@
+"""Accounts, API keys and the prepaid balance.
+
+A key is shown once, when it is made; the store keeps only its SHA-256 (a random 256-bit key needs
+no slow hash: nothing can be guessed from its digest). An admin key belongs to no account: it makes
+accounts and keys and tops balances up, and owns nothing. Account keys own instances and volumes.
+
+Top-ups are an operator's action (admin key): they record money received outside lowcostgpu, and
+an account topping itself up would be credit for free. Launches are refused while the balance is
+zero or below; running work is never stopped and no data is deleted because of the balance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from decimal import Decimal
+
+from lowcostgpu.domain.errors import Forbidden, InvalidRequest, PaymentRequired, Unauthenticated
+from lowcostgpu.domain.money import parse_decimal
+from lowcostgpu.ports.clock import Clock, IdSource
+from lowcostgpu.ports.store import AccountRecord, ApiKeyRecord, Commit, LedgerEntry, Store
+
+KEY_PREFIX = "lcg_"
+ADMIN_KEY_PREFIX = "lcg_admin_"
+PREFIX_SHOWN = 12  # characters of a key kept in clear, to tell keys apart in listings
+MAX_TOPUP_USD = Decimal(1_000_000)
+LOGIN_HINT = "set LOWCOSTGPU_API_KEY or run `lowcostgpu login`; an admin makes keys"
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def new_key(prefix: str = KEY_PREFIX) -> str:
+    return prefix + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: an account, or the admin (account_id None)."""
+
+    account_id: str | None
+
+    @property
+    def admin(self) -> bool:
+        return self.account_id is None
+
+
+class Accounts:
+    def __init__(self, store: Store, clock: Clock, ids: IdSource) -> None:
+        self.store = store
+        self.clock = clock
+        self.ids = ids
+
+    # Keys ---------------------------------------------------------------------------------------
+
+    def install_admin_key(self, key: str | None) -> str | None:
+        """Make `key` an admin key; without one, make a key on first start and return it.
+
+        Returns the key to show when one was generated (it cannot be shown again later).
+        """
+        if key is not None:
+            if len(key) < 16:
+                raise InvalidRequest(
+                    "the admin key is too short", hint="use at least 16 random characters"
+                )
+            self._store_key(key, None)
+            return None
+        if any(k.account_id is None for k in self.store.api_keys()):
+            return None
+        key = new_key(ADMIN_KEY_PREFIX)
+        self._store_key(key, None)
+        return key
+
+    def create_account(self, name: str) -> tuple[AccountRecord, str]:
+        """A new account and its first key (shown once)."""
+        name = name.strip()
+        if not name or len(name) > 200:
+            raise InvalidRequest("an account needs a name of 1 to 200 characters")
+        account = AccountRecord(self.ids.new_id("acct"), name, self.clock.now())
+        key = new_key()
+        self.store.commit(Commit(accounts=[account], api_keys=[self._record(key, account.id)]))
+        return account, key
+
+    def create_key(self, account_id: str) -> str:
+        self.store.account(account_id)  # NotFound first
+        key = new_key()
+        self._store_key(key, account_id)
+        return key
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        if not authorization or not authorization.startswith("Bearer "):
+            raise Unauthenticated(
+                "missing API key", hint=f"send Authorization: Bearer KEY; {LOGIN_HINT}"
+            )
+        record = self.store.api_key(hash_key(authorization.removeprefix("Bearer ").strip()))
+        if record is None:
+            raise Unauthenticated("unknown API key", hint=LOGIN_HINT)
+        return Principal(record.account_id)
+
+    def _store_key(self, key: str, account_id: str | None) -> None:
+        self.store.commit(Commit(api_keys=[self._record(key, account_id)]))
+
+    def _record(self, key: str, account_id: str | None) -> ApiKeyRecord:
+        return ApiKeyRecord(hash_key(key), account_id, key[:PREFIX_SHOWN], self.clock.now())
+
+    # Balance ------------------------------------------------------------------------------------
+
+    def balance(self, account_id: str) -> Decimal:
+        return self.store.balances().get(account_id, Decimal(0))
+
+    def topup(self, account_id: str, amount: str, reference: str | None = None) -> Decimal:
+        """Credit the account; the same `reference` credits once however often it is sent."""
+        self.store.account(account_id)
+        value = parse_decimal(amount, what="the top-up amount")
+        if value <= 0 or value > MAX_TOPUP_USD:
+            raise InvalidRequest(
+                f"a top-up must be more than $0 and at most ${MAX_TOPUP_USD}, got {amount}",
+                hint='give the amount in USD as a string, e.g. "20.00"',
+            )
+        ref = reference or self.ids.new_id("topup")
+        memo = f"top-up {ref}"
+        entry = LedgerEntry(
+            f"topup:{account_id}:{ref}", account_id, self.clock.now(), "topup", value, memo
+        )
+        self.store.commit(Commit(ledger=[entry]))
+        return self.balance(account_id)
+
+    def check_can_launch(self, account_id: str) -> None:
+        balance = self.balance(account_id)
+        if balance <= 0:
+            raise PaymentRequired(
+                f"the balance of account {account_id} is ${balance:f}: new launches need a "
+                "positive balance (running work and volumes are kept)",
+                hint="ask your operator to top the account up (`lowcostgpu topup`)",
+                balance=f"{balance:f}",
+            )
+
+
+def require_admin(principal: Principal) -> None:
+    if not principal.admin:
+        raise Forbidden(
+            "this needs the admin key",
+            hint="the admin key is printed by `lowcostgpu serve` at its first start",
+        )
+
+
+def require_account(principal: Principal) -> str:
+    if principal.account_id is None:
+        raise Forbidden(
+            "the admin key owns no instances",
+            hint="use an account's key (`lowcostgpu accounts create NAME` makes one)",
+        )
+    return principal.account_id

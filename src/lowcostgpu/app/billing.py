@@ -1,0 +1,70 @@
+"""Charging metered usage to prepaid balances, and what the billing endpoints show.
+
+Each usage record is charged by a ledger entry keyed by the record's own key, written in the same
+commit as the record: a record is charged exactly once, however often a tick is replayed after a
+crash. The charge is the record's exact amount (`core.rating.rate`: exact when its decimal
+expansion ends, else to 20 places — an error below 1e-20 $ per record).
+
+`BalanceLow` fires once per crossing: when an account's balance goes from at or above the
+threshold to below it in one commit. A top-up back above the threshold re-arms it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+
+from lowcostgpu.core.metering import UsageRecord
+from lowcostgpu.core.rating import rate
+from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.catalog import Catalog
+from lowcostgpu.domain.events import Reason, event_type_of
+from lowcostgpu.ports.store import EventRecord, LedgerEntry
+
+DEFAULT_LOW_BALANCE_USD = Decimal("1.00")
+
+
+def charge_key(record: UsageRecord) -> str:
+    return f"charge:{record.subject_id}:{record.kind}:{record.interval_start}"
+
+
+def charges(
+    records: Sequence[UsageRecord],
+    catalog: Catalog,
+    balances: Mapping[str, Decimal],
+    threshold: Decimal,
+    now: Timestamp,
+) -> tuple[list[LedgerEntry], list[EventRecord]]:
+    """The ledger entries for `records`, and a `BalanceLow` event for each account that crosses."""
+    entries: list[LedgerEntry] = []
+    spent: dict[str, Decimal] = defaultdict(Decimal)
+    for r in records:
+        amount = rate(r, catalog).amount
+        spent[r.account_id] += amount
+        memo = f"{r.kind} {r.resource} [{r.interval_start}, {r.interval_end})"
+        entries.append(LedgerEntry(charge_key(r), r.account_id, now, "charge", -amount, memo))
+    events = []
+    for account, amount in sorted(spent.items()):
+        before = balances.get(account, Decimal(0))
+        after = before - amount
+        if before >= threshold > after:
+            events.append(_balance_low(account, after, threshold, now))
+    return entries, events
+
+
+def _balance_low(account: str, balance: Decimal, threshold: Decimal, now: Timestamp) -> EventRecord:
+    return EventRecord(
+        key=f"balance-low:{account}:{now}",
+        at=now,
+        account_id=account,
+        object_kind="account",
+        object_id=account,
+        type=event_type_of(Reason.BALANCE_LOW),
+        reason=Reason.BALANCE_LOW,
+        message=(
+            f"balance ${balance:.2f} is below ${threshold:.2f}: top up to keep launching "
+            "(running work and volumes are kept)"
+        ),
+        data={"balance": f"{balance:f}", "threshold": f"{threshold:f}"},
+    )

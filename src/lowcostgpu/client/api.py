@@ -1,0 +1,246 @@
+"""A typed client of the lowcostgpu HTTP API (httpx), used by the CLI for everything it asks.
+
+HTTP errors come back as the control plane's own error tree (`domain.errors`), rebuilt from the
+JSON body's `code`, `message` and `hint`: callers branch on `NotFound`, `PaymentRequired`, … as
+they would in-process. A server that cannot be reached is `Unavailable` with one line saying how
+to start one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, TypedDict, cast
+
+import httpx
+
+from lowcostgpu.domain import errors
+
+START_HINT = "start one with `make run` or `lowcostgpu serve` (or set LOWCOSTGPU_URL)"
+
+ERROR_OF_CODE: dict[str, type[errors.LowcostgpuError]] = {
+    "invalid_request": errors.InvalidRequest,
+    "invalid_config": errors.ConfigError,
+    "not_found": errors.NotFound,
+    "conflict": errors.Conflict,
+    "illegal_transition": errors.IllegalTransition,
+    "stale_write": errors.StaleWrite,
+    "insufficient_capacity": errors.InsufficientCapacity,
+    "payment_required": errors.PaymentRequired,
+    "unauthenticated": errors.Unauthenticated,
+    "forbidden": errors.Forbidden,
+    "unavailable": errors.Unavailable,
+}
+ERROR_OF_STATUS: dict[int, type[errors.LowcostgpuError]] = {
+    400: errors.InvalidRequest,
+    401: errors.Unauthenticated,
+    402: errors.PaymentRequired,
+    403: errors.Forbidden,
+    404: errors.NotFound,
+    409: errors.Conflict,
+    422: errors.InvalidRequest,
+}
+
+
+class Queue(TypedDict):
+    position: int
+    gpus_ahead: int
+    eta_at: int | None
+    eta_s: int | None
+
+
+class Instance(TypedDict):
+    id: str
+    status: str
+    gpu: str
+    region: str
+    gpus: int
+    type: str
+    price_per_hour: str
+    restart_count: int
+    interruption_count: int
+    last_checkpoint_step: int | None
+    host_id: str | None
+    gpu_indices: list[int]
+    queue_position: int | None
+    queue: Queue | None
+    notice_at: int | None
+    deadline: int | None
+    exit_code: int | None
+    failure_reason: str | None
+    volume: str | None
+    created_at: int
+
+
+class Event(TypedDict):
+    seq: int | None
+    at: int
+    type: str
+    reason: str
+    object_kind: str
+    object_id: str
+    message: str
+    data: dict[str, Any]
+
+
+class Account(TypedDict):
+    id: str
+    name: str
+    created_at: int
+    balance: str
+
+
+class CreatedAccount(Account):
+    api_key: str
+
+
+Json = dict[str, Any]
+
+
+def error_from(response: httpx.Response) -> errors.LowcostgpuError:
+    """The domain error a failed response stands for."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    code = str(body.get("code", ""))
+    kind = ERROR_OF_CODE.get(code) or ERROR_OF_STATUS.get(response.status_code)
+    kind = kind or (errors.Unavailable if response.status_code >= 500 else errors.LowcostgpuError)
+    message = str(body.get("message") or f"HTTP {response.status_code} from {response.url}")
+    raw = body.get("details")
+    details: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    return kind(message, hint=body.get("hint"), **details)
+
+
+class Client:
+    def __init__(self, url: str, api_key: str | None = None, *, timeout_s: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # Plumbing -----------------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        if response.status_code >= 400:
+            raise error_from(response)
+        if not response.content:
+            return None
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        return response.text
+
+    def _unreachable(self, exc: Exception) -> errors.Unavailable:
+        return errors.Unavailable(
+            f"no lowcostgpu server answers at {self.url} ({type(exc).__name__})", hint=START_HINT
+        )
+
+    # Service ------------------------------------------------------------------------------------
+
+    def health(self) -> Json:
+        return cast(Json, self._call("GET", "/healthz"))
+
+    def metrics(self) -> str:
+        return cast(str, self._call("GET", "/metrics"))
+
+    # Instances ----------------------------------------------------------------------------------
+
+    def launch(self, **body: Any) -> Instance:
+        """Fields as `POST /v1/instances`: gpu, type, gpus, region, template, command, env,
+        volume, auto_requeue, grace_period_s."""
+        return cast(Instance, self._call("POST", "/v1/instances", json=body))
+
+    def instances(self, *, include_deleted: bool = False) -> list[Instance]:
+        params = {"all": "true"} if include_deleted else {}
+        return cast(list[Instance], self._call("GET", "/v1/instances", params=params))
+
+    def instance(self, instance_id: str) -> Instance:
+        return cast(Instance, self._call("GET", f"/v1/instances/{instance_id}"))
+
+    def stop(self, instance_id: str) -> Instance:
+        return cast(Instance, self._call("POST", f"/v1/instances/{instance_id}/stop"))
+
+    def resume(self, instance_id: str) -> Instance:
+        return cast(Instance, self._call("POST", f"/v1/instances/{instance_id}/resume"))
+
+    def delete(self, instance_id: str) -> Instance:
+        return cast(Instance, self._call("DELETE", f"/v1/instances/{instance_id}"))
+
+    def usage(self, instance_id: str) -> Json:
+        return cast(Json, self._call("GET", f"/v1/instances/{instance_id}/usage"))
+
+    def timeline(self, instance_id: str, after: int = 0) -> list[Event]:
+        path = f"/v1/instances/{instance_id}/events"
+        return cast(list[Event], self._call("GET", path, params={"after": after}))
+
+    def events(self, after: int = 0, limit: int = 200) -> list[Event]:
+        params = {"after": after, "limit": limit}
+        return cast(list[Event], self._call("GET", "/v1/events", params=params))
+
+    def logs(self, instance_id: str, tail_bytes: int = 65536) -> str:
+        params = {"tail_bytes": tail_bytes}
+        text = self._call("GET", f"/v1/instances/{instance_id}/logs", params=params)
+        return cast(str, text or "")
+
+    def follow_logs(self, instance_id: str, tail_bytes: int = 65536) -> Iterator[str]:
+        params: Mapping[str, Any] = {"tail_bytes": tail_bytes, "follow": "true"}
+        path = f"/v1/instances/{instance_id}/logs"
+        try:
+            with self._http.stream("GET", path, params=params, timeout=None) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise error_from(response)
+                yield from response.iter_text()
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+
+    # Prices, fleet, billing ---------------------------------------------------------------------
+
+    def prices(self) -> Json:
+        return cast(Json, self._call("GET", "/v1/prices"))
+
+    def fleet(self) -> Json:
+        return cast(Json, self._call("GET", "/v1/fleet"))
+
+    def bill(self, start: int = 0, end: int | None = None) -> Json:
+        params: dict[str, int] = {"start": start}
+        if end is not None:
+            params["end"] = end
+        return cast(Json, self._call("GET", "/v1/billing", params=params))
+
+    def usage_records(self) -> list[Json]:
+        return cast(list[Json], self._call("GET", "/v1/billing/usage"))
+
+    def balance(self, ledger: int = 20) -> Json:
+        return cast(Json, self._call("GET", "/v1/billing/balance", params={"ledger": ledger}))
+
+    def account(self) -> Account:
+        return cast(Account, self._call("GET", "/v1/account"))
+
+    # Admin --------------------------------------------------------------------------------------
+
+    def create_account(self, name: str) -> CreatedAccount:
+        return cast(CreatedAccount, self._call("POST", "/v1/accounts", json={"name": name}))
+
+    def accounts(self) -> list[Account]:
+        return cast(list[Account], self._call("GET", "/v1/accounts"))
+
+    def create_key(self, account_id: str) -> Json:
+        return cast(Json, self._call("POST", f"/v1/accounts/{account_id}/keys"))
+
+    def topup(self, account_id: str, amount: str, reference: str | None = None) -> Account:
+        body = {"amount": amount, "reference": reference}
+        return cast(Account, self._call("POST", f"/v1/accounts/{account_id}/topup", json=body))
