@@ -150,7 +150,9 @@ def test_a_preemptible_node_is_reclaimed_like_an_instance_and_the_cluster_refill
     assert nodes_in(state, _N.READY) == [replacement]
     assert state.clusters["c1"].target_met is True
     assert allocated_preemptible_gpus(state.nodes.values()) == 4
-    assert victim not in state.nodes, "a removed node is history: the next input forgets it"
+    assert state.nodes[victim].status is _N.REMOVED, "kept, so that the shell writes it"
+    assert victim not in engine.forget_history(state).nodes
+    assert victim not in rebuilt(state).nodes, "history is not loaded back"
 
 
 def test_a_node_still_draining_at_its_deadline_is_killed_and_removed() -> None:
@@ -209,7 +211,8 @@ def test_delete_drains_every_node_then_the_cluster_is_gone() -> None:
     done = engine.tick(step.state, T0 + 40, CONFIG)
     assert done.state.clusters["c1"].status is ClusterStatus.DELETED
     assert Reason.DELETED in reasons(done, "c1")
-    assert engine.tick(done.state, T0 + 41, CONFIG).state.clusters == {}
+    assert engine.forget_history(done.state).clusters == {}
+    assert rebuilt(done.state).clusters == {}
     assert all(hs.free == 8 for hs in done.state.fleet.hosts.values())
 
 

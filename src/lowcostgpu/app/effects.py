@@ -6,6 +6,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lowcostgpu.app.clusters import NODE_EFFECTS, PlaceholderNodes
 from lowcostgpu.app.tokens import Tokens
 from lowcostgpu.domain.errors import LowcostgpuError
 from lowcostgpu.ports.runtime import Runtime, Volumes, WorkloadStart
@@ -15,7 +16,8 @@ log = logging.getLogger(__name__)
 
 # Effects with nothing to do here: the store already holds their outcome (ReleaseAllocation:
 # the GPUs are free in the instance's state; exited workloads are forgotten by the loop).
-NOTHING_TO_DO = frozenset({"ReleaseAllocation", "EmitEvent", "CordonNode", "RemoveNode"})
+# Node effects (AddNode, CordonNode, RemoveNode) go to `nodes` (`app.clusters`).
+NOTHING_TO_DO = frozenset({"ReleaseAllocation", "EmitEvent"})
 
 
 @dataclass
@@ -33,12 +35,14 @@ class EffectRunner:
         volumes: Volumes,
         tokens: Tokens,
         metadata_url: str,
+        nodes: PlaceholderNodes | None = None,
     ) -> None:
         self.store = store
         self.runtime = runtime
         self.volumes = volumes
         self.tokens = tokens
         self.metadata_url = metadata_url
+        self.nodes = nodes or PlaceholderNodes()
 
     def run(self, entries: Sequence[OutboxEntry]) -> Outcome:
         outcome = Outcome()
@@ -62,6 +66,8 @@ class EffectRunner:
                 self.runtime.signal(str(p["allocation_id"]), "SIGTERM")
             case "KillWorkload":
                 self.runtime.kill(str(p["allocation_id"]))
+            case kind if kind in NODE_EFFECTS:
+                self.nodes.carry_out(entry, self.runtime)
             case kind if kind in NOTHING_TO_DO:
                 pass
             case kind:

@@ -66,9 +66,9 @@ class LaunchSpec:
 
 @dataclass(frozen=True, slots=True)
 class EngineState:
-    """The fleet and what holds or waits for it. `nodes` and `clusters` may include nodes removed
-    and clusters deleted by the step that produced the state (so the shell writes them); the
-    next input forgets them."""
+    """The fleet and what holds or waits for it. `nodes` and `clusters` keep removed nodes and
+    deleted clusters (so the shell writes them); `state_from_instances` leaves them out, and a
+    long-running pure driver may drop them with `forget_history`."""
 
     fleet: FleetSnapshot
     instances: Mapping[str, InstanceState] = field(default_factory=dict)
@@ -107,10 +107,8 @@ class Work:
     def __init__(self, state: EngineState) -> None:
         self.fleet = state.fleet
         self.instances = dict(state.instances)
-        self.clusters = {
-            k: c for k, c in state.clusters.items() if c.status is not ClusterStatus.DELETED
-        }
-        self.nodes = {k: n for k, n in state.nodes.items() if n.status is not _N.REMOVED}
+        self.clusters = dict(state.clusters)
+        self.nodes = dict(state.nodes)
         self.effects: list[Effect] = []
 
     def done(self) -> EngineStep:
@@ -285,6 +283,19 @@ def state_from_instances(
         MappingProxyType(by_id),
         MappingProxyType(live_clusters),
         MappingProxyType(live_nodes),
+    )
+
+
+def forget_history(state: EngineState) -> EngineState:
+    """The state without removed nodes and deleted clusters: they hold and owe nothing."""
+    return replace(
+        state,
+        clusters=MappingProxyType(
+            {k: c for k, c in state.clusters.items() if c.status is not ClusterStatus.DELETED}
+        ),
+        nodes=MappingProxyType(
+            {k: n for k, n in state.nodes.items() if n.status is not _N.REMOVED}
+        ),
     )
 
 

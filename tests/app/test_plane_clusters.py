@@ -1,0 +1,173 @@
+"""Clusters through the control plane on fakes: written with versions, drained, refilled."""
+
+from __future__ import annotations
+
+import pytest
+from plane_world import World
+
+from lowcostgpu.adapters.store.memory import MemoryStore
+from lowcostgpu.app.clusters import PLACEHOLDER_ARGV, ClusterRequest, ClusterView
+from lowcostgpu.app.launch import LaunchRequest
+from lowcostgpu.domain.errors import Conflict, InsufficientCapacity, InvalidRequest, NotFound
+from lowcostgpu.domain.events import EventType, Reason
+from lowcostgpu.domain.status import ClusterStatus, InstanceStatus, NodeStatus
+
+_N = NodeStatus
+
+
+def cluster(desired: int = 4, standard: int = 1, grace: int = 60) -> ClusterRequest:
+    return ClusterRequest("acme", "a100-sxm4", 4, standard, desired, grace_period_s=grace)
+
+
+def on_demand(gpus: int = 4) -> LaunchRequest:
+    return LaunchRequest("acme", "a100-sxm4", "on-demand", gpus, command=("serve",))
+
+
+def preemptible(view: ClusterView, status: NodeStatus = _N.READY) -> list[str]:
+    return [n.id for n in view.nodes if n.preemptible and n.status is status]
+
+
+def reasons(w: World, object_id: str) -> list[Reason]:
+    return [e.reason for e in w.store.events() if e.object_id == object_id]
+
+
+def node_allocation(w: World, node_id: str) -> str:
+    (stored,) = [n for n in w.store.nodes(include_removed=True) if n.state.id == node_id]
+    assert stored.state.allocation_id is not None
+    return stored.state.allocation_id
+
+
+def test_a_cluster_is_written_then_its_nodes_come_up_as_placeholder_workloads() -> None:
+    w = World()
+    view = w.plane.create_cluster(cluster(desired=4))
+    assert view.cluster.desired_preemptible_gpus == 4 and view.allocated_preemptible_gpus == 4
+    assert [n.status for n in view.nodes] == [_N.READY, _N.READY]
+    assert w.runtime.running() == []  # nothing acts before the loop carries out the outbox
+    w.tick()
+    started = [w.runtime.started(node_allocation(w, n.id)) for n in view.nodes]
+    assert [s.argv for s in started] == [PLACEHOLDER_ARGV] * 2
+    assert [s.env["LOWCOSTGPU_COMPUTE_CLASS"] for s in started] == ["standard", "preemptible"]
+    assert w.store.cluster(view.cluster.id).version >= 1
+    assert [c.cluster.id for c in w.plane.list_clusters("acme")] == [view.cluster.id]
+    assert w.plane.list_clusters("someone-else") == []
+
+
+def test_reclaim_drains_the_node_for_real_and_the_cluster_refills() -> None:
+    w = World()
+    c = w.plane.create_cluster(cluster(desired=4)).cluster.id
+    w.tick()
+    (victim,) = preemptible(w.plane.get_cluster(c))
+    placeholder = node_allocation(w, victim)
+    od = w.plane.launch(on_demand()).state.id
+    w.tick(1)
+    assert w.runtime.signals_of(placeholder) == ["SIGTERM"]
+    preempted = next(e for e in w.store.events() if e.reason is Reason.PREEMPTED)
+    assert (preempted.object_id, preempted.type) == (victim, EventType.WARNING)
+    view = w.plane.get_cluster(c)
+    assert view.allocated_preemptible_gpus == 0 and preemptible(view, _N.CORDONED) == [victim]
+    assert Reason.TARGET_UNMET in reasons(w, c)
+    w.runtime.finish(placeholder, 143)  # the placeholder leaves on SIGTERM
+    w.tick(5)
+    assert Reason.NODE_REMOVED in reasons(w, victim)
+    w.tick(1)
+    assert w.store.instance(od).state.status is InstanceStatus.RUNNING
+    w.plane.stop(od)
+    w.tick(1)
+    w.runtime.finish(w.allocation(od), 0)
+    w.tick(1)
+    view = w.plane.get_cluster(c)
+    (replacement,) = preemptible(view)
+    assert replacement != victim and view.allocated_preemptible_gpus == 4
+    assert reasons(w, c)[-1] is Reason.TARGET_MET
+    w.tick(1)
+    assert w.runtime.started(node_allocation(w, replacement)).argv == PLACEHOLDER_ARGV
+
+
+def test_a_node_whose_placeholder_ignores_sigterm_is_killed_by_a_restarted_loop() -> None:
+    w = World()
+    c = w.plane.create_cluster(cluster(desired=4, grace=60)).cluster.id
+    w.tick()
+    (victim,) = preemptible(w.plane.get_cluster(c))
+    w.plane.launch(on_demand())
+    w.tick(1)
+    restarted = World(store=w.store)  # a new server on the same store, same runtime
+    restarted.runtime = w.runtime
+    restarted.wired.runner.runtime = w.runtime
+    restarted.plane.runtime = w.runtime
+    placeholder = node_allocation(w, victim)
+    (node,) = [n.state for n in w.store.nodes() if n.state.id == victim]
+    assert node.deadline is not None
+    restarted.clock.at = node.deadline - 1
+    restarted.plane.tick()
+    assert w.runtime.signals_of(placeholder) == ["SIGTERM"]
+    restarted.clock.advance(1)
+    restarted.plane.tick()
+    assert Reason.KILLED in reasons(w, victim)
+    assert placeholder not in w.runtime.running()
+    (gone,) = [n.state for n in w.store.nodes(include_removed=True) if n.state.id == victim]
+    assert gone.status is _N.REMOVED
+
+
+def test_a_cluster_that_cannot_get_its_standard_nodes_is_refused_and_writes_nothing() -> None:
+    w = World()
+    w.plane.launch(on_demand(8))
+    with pytest.raises(InsufficientCapacity):
+        w.plane.create_cluster(cluster(desired=0))
+    assert w.store.clusters(include_deleted=True) == []
+    assert w.store.nodes(include_removed=True) == []
+
+
+@pytest.mark.parametrize(
+    ("request_", "error", "fragment"),
+    [
+        (cluster(standard=0), InvalidRequest, "at least one standard node"),
+        (cluster(desired=6), InvalidRequest, "multiple of the node size"),
+        (ClusterRequest("acme", "h200", 4), NotFound, "h200"),
+        (ClusterRequest("acme", "a100-sxm4", 4, region="mars"), NotFound, "region mars"),
+    ],
+)
+def test_bad_clusters_are_refused_clearly(
+    request_: ClusterRequest, error: type[Exception], fragment: str
+) -> None:
+    w = World()
+    with pytest.raises(error, match=fragment):
+        w.plane.create_cluster(request_)
+    assert w.store.clusters(include_deleted=True) == []
+
+
+def test_target_updates_scale_and_delete_drains_everything() -> None:
+    w = World()
+    c = w.plane.create_cluster(cluster(desired=0, grace=30)).cluster.id
+    w.tick()
+    up = w.plane.update_cluster_target(c, 4, "acme")
+    assert up.allocated_preemptible_gpus == 4
+    with pytest.raises(NotFound):
+        w.plane.update_cluster_target(c, 0, "someone-else")
+    deleting = w.plane.delete_cluster(c, "acme")
+    assert deleting.cluster.status is ClusterStatus.DELETING
+    w.tick(1)
+    for node in w.plane.get_cluster(c).nodes:
+        w.runtime.finish(node_allocation(w, node.id), 143)
+    w.tick(1)
+    assert w.store.cluster(c).state.status is ClusterStatus.DELETED
+    assert w.store.clusters() == [] and w.runtime.running() == []
+
+
+def test_converting_a_node_in_place_is_refused_with_what_to_do() -> None:
+    w = World()
+    view = w.plane.create_cluster(cluster(desired=4))
+    standard = next(n for n in view.nodes if not n.preemptible)
+    with pytest.raises(Conflict, match="cannot be converted to preemptible in place") as info:
+        w.plane.convert_node(view.cluster.id, standard.id, "preemptible")
+    assert "desired_preemptible_gpus" in (info.value.hint or "")
+
+
+def test_nodes_are_billed_from_ready_to_their_notice() -> None:
+    w = World(store=MemoryStore())
+    c = w.plane.create_cluster(cluster(desired=4)).cluster.id
+    (node,) = preemptible(w.plane.get_cluster(c))
+    w.tick(600)
+    w.plane.launch(on_demand())  # reclaims it: its GPU billing stops here
+    w.tick(600)
+    billed = sum(u.quantity_s for u in w.store.usage() if u.subject_id == node)
+    assert billed == 4 * 600
