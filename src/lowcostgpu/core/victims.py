@@ -4,8 +4,8 @@ A victim set is compared by one lexicographic key, smallest first:
 
 1. how many victims are still inside their minimum runtime (fresh starts are protected: they are
    taken only when no other set is possible at all),
-2. the policy's cost (for the default policy: GPU-seconds of work lost since each victim's last
-   reported checkpoint, else since its start),
+2. the policy's cost (for `LeastWorkLost`: GPU-seconds of work lost since each victim's last
+   reported checkpoint, else since its start; the default policy is `core.fairness`),
 3. how many victims (fewer interruptions for the same work),
 4. how recently the set's most recently interrupted member was interrupted (least recent first),
 5. the victims' ids (a deterministic tie-break).

@@ -23,14 +23,19 @@ from lowcostgpu.domain.catalog import Catalog, parse_catalog
 from lowcostgpu.domain.errors import ConfigError
 from lowcostgpu.domain.fleet import gpus_per_pool
 from lowcostgpu.sim.alibaba import is_alibaba_dir, read_alibaba
+from lowcostgpu.sim.fairness import frequent_checkpointers, group_rate
 from lowcostgpu.sim.jobs import Trace
 from lowcostgpu.sim.metrics import summarise
+from lowcostgpu.sim.mix import draw
 from lowcostgpu.sim.report import write_report
-from lowcostgpu.sim.runner import Sample, Simulation
+from lowcostgpu.sim.runner import Sample, SimResult, Simulation
 from lowcostgpu.sim.synthetic import generate, parse_mix
 from lowcostgpu.sim.traces import read_csv_trace
 
 ALIBABA_CATALOG = files("lowcostgpu.sim").joinpath("data", "alibaba-catalog.toml")
+
+# The hiding experiment: this share of the frequent checkpointers hide their reports.
+HIDING_SHARE = 0.25
 
 Progress = Callable[[str, int, int], None]  # (policy, simulated seconds, seconds to simulate)
 
@@ -84,8 +89,15 @@ def simulate(
     seed: int = 0,
     progress: Progress | None = None,
     config: SchedulerConfig | None = None,
+    hiding_share: float = HIDING_SHARE,
 ) -> tuple[dict[str, Any], dict[str, list[Sample]]]:
-    """Run every policy on the same trace; the report and the samples for the plots."""
+    """Run every policy on the same trace; the report and the samples for the plots.
+
+    With `hiding_share` > 0 each policy runs a second time, in which that share of the jobs that
+    checkpoint every 10 minutes or more often (drawn by seed and job name) save their
+    checkpoints but never report them (`hiding_experiment`, see `hiding_figures`).
+    """
+    hidden = hiding_jobs(trace, seed, hiding_share)
     base = config or SchedulerConfig()
     results: dict[str, dict[str, Any]] = {}
     samples: dict[str, list[Sample]] = {}
@@ -103,6 +115,11 @@ def simulate(
         figures = summarise(result, catalog)
         figures["wall_s"] = round(time.perf_counter() - started, 3)
         figures.pop("on_demand_waits_s")
+        if hidden:
+            hiding = Simulation(trace, config_for, hidden=hidden).run()
+            figures["hiding_experiment"] = hiding_figures(result, hiding, hidden, hiding_share)
+            figures["hiding_gain"] = figures["hiding_experiment"]["gain"]
+            figures["wall_s"] = round(time.perf_counter() - started, 3)
         if progress:
             progress(name, _span(trace), _span(trace))
         results[name] = figures
@@ -121,6 +138,45 @@ def simulate(
         "wall_s": round(sum(r["wall_s"] for r in results.values()), 3),
     }
     return report, samples
+
+
+def hiding_jobs(trace: Trace, seed: int, share: float) -> frozenset[str]:
+    """The frequent checkpointers that hide their reports in the hiding experiment."""
+    if share <= 0:
+        return frozenset()
+    return frozenset(
+        j.id
+        for j in trace.jobs
+        if j.capacity_class.preemptible
+        and j.checkpoint_interval_s is not None
+        and j.checkpoint_interval_s <= 600
+        and draw(seed, j.id, "hide") < share
+    )
+
+
+def hiding_figures(
+    honest: SimResult, hiding: SimResult, hidden: frozenset[str], share: float
+) -> dict[str, Any]:
+    """What the hiders gain: 1 − (their interruptions per running hour when hiding) / (the same
+    jobs' rate when they report). Positive means hiding pays; ≤ 0 is the goal."""
+    before = group_rate(w for j, w in honest.workloads.items() if j in hidden)
+    after = group_rate(w for j, w in hiding.workloads.items() if j in hidden)
+    others = [w for j, w in hiding.workloads.items() if j not in hidden]
+    gain = None if not before or after is None else round(1 - after / before, 5)
+    return {
+        "share_of_frequent_checkpointers": share,
+        "hiding_jobs": len(hidden),
+        "rate_when_reporting": None if before is None else round(before, 5),
+        "rate_when_hiding": None if after is None else round(after, 5),
+        "rate_of_honest_frequent_checkpointers_meanwhile": _r(
+            group_rate(frequent_checkpointers(others))
+        ),
+        "gain": gain,
+    }
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 5)
 
 
 def _span(trace: Trace) -> int:

@@ -27,6 +27,7 @@ from lowcostgpu.core.metering import UsageRecord, UsageSpan, instance_gpu_spans,
 from lowcostgpu.core.rating import InvoiceLine, invoice_lines, to_money
 from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.domain.catalog import Catalog
+from lowcostgpu.sim.fairness import fairness_figures
 from lowcostgpu.sim.runner import SimResult
 from lowcostgpu.sim.workload import Workload
 
@@ -60,6 +61,7 @@ def summarise(result: SimResult, catalog: Catalog) -> dict[str, Any]:
         "policy": result.policy,
         "jobs": _jobs(od, ir, result),
         **_interruptions(ir),
+        **fairness_figures(ir, result.min_runtime_s),
         "preemptible_goodput": round(useful_ir / billed_ir, 4) if billed_ir else None,
         "useful_preemptible_gpu_hours": _hours(useful_ir),
         "billed_preemptible_gpu_hours": _hours(billed_ir),

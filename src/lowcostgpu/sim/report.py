@@ -18,6 +18,13 @@ TABLE_KEYS = (
     "interruptions",
     "interrupted_jobs",
     "median_time_between_interruptions_s",
+    "interruptions_per_job_running_hour_mean",
+    "interruptions_per_job_running_hour_p99",
+    "interruptions_per_job_running_hour_max",
+    "jain_index_interruptions_per_running_hour",
+    "checkpointer_penalty",
+    "hiding_gain",
+    "reinterrupted_within_min_runtime",
     "on_demand_p99_wait_s",
     "utilisation_gained",
     "revenue_usd",
@@ -75,6 +82,34 @@ def render_html(report: dict[str, Any], samples: dict[str, list[Sample]]) -> str
                 for n in _hist_keys(policies)
             },
             "interruptions",
+        ),
+        _h("Interruptions per running hour: frequent checkpointers vs jobs that never save"),
+        bar_chart(
+            "interruptions per running hour",
+            {
+                p: {
+                    "checkpoint ≤10 min": v.get(
+                        "interruptions_per_running_hour_frequent_checkpointers"
+                    )
+                    or 0,
+                    "never checkpoint": v.get("interruptions_per_running_hour_never_checkpoint")
+                    or 0,
+                }
+                for p, v in policies.items()
+            },
+            "policy",
+        ),
+        _h("Fairness: Jain's index and checkpointer penalty (1 is fair for both)"),
+        bar_chart(
+            "fairness",
+            {
+                p: {
+                    "Jain's index": v.get("jain_index_interruptions_per_running_hour") or 0,
+                    "checkpointer penalty": v.get("checkpointer_penalty") or 0,
+                }
+                for p, v in policies.items()
+            },
+            "policy",
         ),
         _h("Median time between interruptions per GPU type (s)"),
         bar_chart(

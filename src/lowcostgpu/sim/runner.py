@@ -19,8 +19,9 @@ as the run goes on.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from lowcostgpu.core import engine
@@ -33,6 +34,7 @@ from lowcostgpu.core.effects import (
     StartWorkload,
 )
 from lowcostgpu.core.engine import EngineState, EngineStep, LaunchSpec
+from lowcostgpu.core.fairness import FairLeastWorkLost, typical_checkpoint_age_s
 from lowcostgpu.core.lifecycle import (
     CheckpointReported,
     InstanceState,
@@ -53,6 +55,10 @@ ACCOUNT = "sim"
 EXIT_ON_SIGTERM = 143
 _DONE = frozenset({Reason.SUCCEEDED, Reason.FAILED, Reason.STOPPED})
 _OD = CapacityClass.ON_DEMAND
+# The typical checkpoint age is learnt from the last this many reported intervals, and the
+# policy is updated every `_AGE_EVERY` new ones (the server's shell would do the same).
+_AGE_WINDOW = 2000
+_AGE_EVERY = 50
 
 Payload = tuple[str, str, str]  # (kind, job id or pool, allocation id)
 
@@ -80,6 +86,7 @@ class SimResult:
     rejected: dict[str, str] = field(default_factory=dict)
     events: int = 0
     engine_calls: int = 0
+    min_runtime_s: int = 300
 
 
 class Simulation:
@@ -91,9 +98,15 @@ class Simulation:
         grace_period_s: int = 300,
         sample_s: int | None = None,
         on_progress: Callable[[int], None] | None = None,
+        hidden: frozenset[str] = frozenset(),
     ) -> None:
         self.trace = trace
         self.config = config
+        # Jobs that save checkpoints but never report them (the hiding experiment).
+        self.hidden = hidden
+        self.intervals: deque[int] = deque(maxlen=_AGE_WINDOW)
+        self.new_intervals = 0
+        self.last_report: dict[str, int] = {}
         self.grace_period_s = grace_period_s
         self.on_progress = on_progress
         self.state = EngineState(FleetSnapshot.build(trace.hosts))
@@ -143,6 +156,7 @@ class Simulation:
             rejected=self.rejected,
             events=self.heap.popped,
             engine_calls=self.engine_calls,
+            min_runtime_s=self.config.min_runtime_s,
         )
 
     def _handle(self, kind: str, key: str, alloc: str) -> None:
@@ -262,11 +276,15 @@ class Simulation:
         self._account(now)
         self.running[wl.job.capacity_class] += wl.job.gpus
         self.owner[effect.allocation_id] = wl.job.id
+        self.last_report.pop(wl.job.id, None)  # an interval does not span a requeue
         wl.start(effect.allocation_id, now)
         self._report(wl.job.id, WorkloadStarted(), now)
         self._schedule_next(wl)
         if wl.job.capacity_class.preemptible:
             self._capacity_changed(wl.job.pool, now)  # more that an on-demand request may reclaim
+            if wl.interruptions:  # a restart may be shielded until its minimum runtime is over
+                pool = f"{wl.job.pool.region}/{wl.job.pool.gpu_type}"
+                self.heap.push(now + self.config.min_runtime_s, RETRY, ("retry", pool, ""))
 
     def _released(self, allocation_id: str, now: int) -> None:
         job_id = self.owner.pop(allocation_id, None)
@@ -302,18 +320,34 @@ class Simulation:
             return  # that run is over (killed, or interrupted and restarted since)
         if kind == "exit":  # after SIGTERM, at its own pace
             if wl.job.checkpoints and wl.saved_s > 0:
-                self._report(job_id, CheckpointReported(wl.saved_s), now)
+                self._checkpoint(job_id, wl.saved_s, now)
             wl.end_run(now)
             self._report(job_id, WorkloadExited(EXIT_ON_SIGTERM), now)
         elif wl.noticed_at is not None:
             return  # it stopped working at the notice
         elif kind == "checkpoint":
             wl.save_periodic()
-            self._report(job_id, CheckpointReported(wl.saved_s), now)
+            self._checkpoint(job_id, wl.saved_s, now)
             self._schedule_next(wl)
         elif kind == "finish":
             wl.finish(now)
             self._report(job_id, WorkloadExited(0), now)
+
+    def _checkpoint(self, job_id: str, step: int, now: int) -> None:
+        """Report a saved checkpoint (unless the job hides them) and learn the typical interval."""
+        if job_id in self.hidden:
+            return
+        last = self.last_report.get(job_id)
+        self.last_report[job_id] = now
+        if last is not None and now > last:
+            self.intervals.append(now - last)
+            self.new_intervals += 1
+            policy = self.config.policy
+            if self.new_intervals >= _AGE_EVERY and isinstance(policy, FairLeastWorkLost):
+                self.new_intervals = 0
+                age = typical_checkpoint_age_s(self.intervals)
+                self.config = replace(self.config, policy=policy.with_typical_age(age))
+        self._report(job_id, CheckpointReported(step), now)
 
     # --- Measurements -----------------------------------------------------------------------
 
