@@ -1,0 +1,163 @@
+"""Clusters over HTTP: create, change the preemptible target, show, list, delete.
+
+Mounted by `api.app.create_app` (it mounts `router` when this module exists). Every endpoint
+takes the caller's account from its API key (`AccountId`); a cluster of another account answers
+404, as if it did not exist. In-place class conversion answers 409 with the reason and what to
+do instead.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from lowcostgpu.api.context import AccountId, Ctx
+from lowcostgpu.app.clusters import ClusterRequest, ClusterView
+from lowcostgpu.core.nodes import NodeState, node_labels, node_taints
+
+router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
+
+
+class ClusterIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gpu: str = Field(description="GPU type of every node, e.g. h100-sxm (see the prices)")
+    region: str | None = None
+    gpus_per_node: int = Field(8, ge=1, le=64, description="GPUs of one node (at most a host)")
+    standard_nodes: int = Field(
+        1, description="nodes that are never preempted (at least 1: critical components)"
+    )
+    desired_preemptible_gpus: int = Field(
+        0, description="the preemptible target, a multiple of gpus_per_node"
+    )
+    grace_period_s: int = Field(300, ge=0, le=300, description="the nodes' drain, at most 300 s")
+
+
+class TargetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    desired_preemptible_gpus: int
+
+
+class ConvertIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    compute_class: str = Field(description="standard or preemptible")
+
+
+class TaintOut(BaseModel):
+    key: str
+    value: str
+    effect: str
+
+
+class NodeOut(BaseModel):
+    id: str
+    compute_class: str
+    status: str
+    gpus: int
+    host_id: str | None
+    gpu_indices: list[int]
+    labels: dict[str, str]
+    taints: list[TaintOut]
+    started_at: int | None
+    notice_at: int | None
+    deadline: int | None
+    drain_reason: str | None
+
+    @classmethod
+    def of(cls, node: NodeState) -> NodeOut:
+        return cls(
+            id=node.id,
+            compute_class=node.capacity_class.compute_class_label,
+            status=str(node.status),
+            gpus=node.gpus,
+            host_id=node.host_id,
+            gpu_indices=list(node.gpu_indices),
+            labels=node_labels(node),
+            taints=[TaintOut(key=t.key, value=t.value, effect=t.effect) for t in node_taints(node)],
+            started_at=node.started_at,
+            notice_at=node.notice_at,
+            deadline=node.deadline,
+            drain_reason=node.drain_reason,
+        )
+
+
+class ClusterOut(BaseModel):
+    id: str
+    status: str
+    gpu: str
+    region: str
+    gpus_per_node: int
+    standard_nodes: int
+    desired_preemptible_gpus: int
+    allocated_preemptible_gpus: int
+    pending_preemptible_gpus: int
+    target_met: bool | None
+    grace_period_s: int
+    created_at: int
+    nodes: list[NodeOut]
+
+    @classmethod
+    def of(cls, view: ClusterView) -> ClusterOut:
+        c = view.cluster
+        return cls(
+            id=c.id,
+            status=str(c.status),
+            gpu=c.pool.gpu_type,
+            region=c.pool.region,
+            gpus_per_node=c.gpus_per_node,
+            standard_nodes=c.spec.standard_nodes,
+            desired_preemptible_gpus=c.desired_preemptible_gpus,
+            allocated_preemptible_gpus=view.allocated_preemptible_gpus,
+            pending_preemptible_gpus=view.pending_preemptible_gpus,
+            target_met=c.target_met,
+            grace_period_s=c.spec.grace_period_s,
+            created_at=c.created_at,
+            nodes=[NodeOut.of(n) for n in sorted(view.nodes, key=lambda n: n.id)],
+        )
+
+
+@router.post("", status_code=201)
+def create_cluster(body: ClusterIn, ctx: Ctx, account_id: AccountId) -> ClusterOut:
+    request = ClusterRequest(
+        account_id=account_id,
+        gpu_type=body.gpu,
+        gpus_per_node=body.gpus_per_node,
+        standard_nodes=body.standard_nodes,
+        desired_preemptible_gpus=body.desired_preemptible_gpus,
+        region=body.region,
+        grace_period_s=body.grace_period_s,
+    )
+    return ClusterOut.of(ctx.plane.create_cluster(request))
+
+
+@router.get("")
+def list_clusters(ctx: Ctx, account_id: AccountId) -> list[ClusterOut]:
+    return [ClusterOut.of(v) for v in ctx.plane.list_clusters(account_id)]
+
+
+@router.get("/{cluster_id}")
+def get_cluster(cluster_id: str, ctx: Ctx, account_id: AccountId) -> ClusterOut:
+    return ClusterOut.of(ctx.plane.get_cluster(cluster_id, account_id))
+
+
+@router.patch("/{cluster_id}")
+def update_target(cluster_id: str, body: TargetIn, ctx: Ctx, account_id: AccountId) -> ClusterOut:
+    view = ctx.plane.update_cluster_target(cluster_id, body.desired_preemptible_gpus, account_id)
+    return ClusterOut.of(view)
+
+
+@router.delete("/{cluster_id}")
+def delete_cluster(cluster_id: str, ctx: Ctx, account_id: AccountId) -> ClusterOut:
+    return ClusterOut.of(ctx.plane.delete_cluster(cluster_id, account_id))
+
+
+@router.post(
+    "/{cluster_id}/nodes/{node_id}/convert",
+    responses={409: {"description": "always: nodes cannot change class in place"}},
+)
+def convert_node(
+    cluster_id: str, node_id: str, body: ConvertIn, ctx: Ctx, account_id: AccountId
+) -> None:
+    ctx.plane.convert_node(cluster_id, node_id, body.compute_class, account_id)

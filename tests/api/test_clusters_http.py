@@ -1,0 +1,150 @@
+"""Clusters through the real HTTP stack: a server (SQLite store, local runtime, loop, uvicorn) on
+127.0.0.1; a preemptible node reclaimed by an on-demand launch drains for real (its placeholder
+process gets SIGTERM and exits), and the cluster refills once capacity frees."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from conftest import ADMIN_KEY, Api, _kill_workloads, free_port
+
+from lowcostgpu.api.server import start
+from lowcostgpu.bootstrap.serve import ServeOptions
+
+FLEET = """
+[[region]]
+name = "eu-west"
+  [[region.hosts]]
+  name = "gpu-box"
+  gpu_type = "a100-sxm4"
+  gpus = 4
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    tmp = tmp_path_factory.mktemp("cluster-server")
+    (tmp / "fleet.toml").write_text(FLEET)
+    options = ServeOptions(
+        data_dir=tmp / "data", fleet=tmp / "fleet.toml", port=free_port(), admin_key=ADMIN_KEY
+    )
+    running = start(options)
+    yield Api(running, running.url, options.data_dir)
+    _kill_workloads(running)
+    running.stop()
+    subprocess.run(["sh", "-c", f"grep -F '{tmp}' /proc/mounts | cut -d' ' -f2 | xargs -r umount"])
+
+
+def client(server: Api, name: str) -> httpx.Client:
+    with server.admin() as admin:
+        created = admin.create_account(name)
+        admin.topup(created["id"], "10.00")
+    key = created["api_key"]
+    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=10)
+
+
+def until(what: str, check: Callable[[], Any], timeout_s: float = 30) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def preemptible(cluster: dict[str, Any], status: str) -> list[str]:
+    return [
+        n["id"]
+        for n in cluster["nodes"]
+        if n["compute_class"] == "preemptible" and n["status"] == status
+    ]
+
+
+def test_reclaim_drain_and_refill_over_http(server: Api) -> None:
+    http = client(server, "kube-team")
+    body = {"gpu": "a100-sxm4", "gpus_per_node": 2, "standard_nodes": 1}
+    made = http.post(
+        "/v1/clusters", json={**body, "desired_preemptible_gpus": 2, "grace_period_s": 20}
+    )
+    assert made.status_code == 201, made.text
+    cluster = made.json()
+    cid = cluster["id"]
+    assert (cluster["desired_preemptible_gpus"], cluster["allocated_preemptible_gpus"]) == (2, 2)
+    labels = {n["labels"]["lowcostgpu.io/compute-class"] for n in cluster["nodes"]}
+    assert labels == {"standard", "preemptible"}
+    (victim,) = preemptible(cluster, "ready")
+    node = next(n for n in cluster["nodes"] if n["id"] == victim)
+    assert node["taints"] == [
+        {"key": "lowcostgpu.io/preemptible", "value": "true", "effect": "NoSchedule"}
+    ]
+
+    od = http.post(
+        "/v1/instances",
+        json={"gpu": "a100-sxm4", "type": "on-demand", "gpus": 2, "command": ["sleep", "600"]},
+    )
+    assert od.status_code == 201, od.text
+    instance_id = od.json()["id"]
+    # The placeholder gets SIGTERM at T+0 and exits: the node is removed long before its deadline.
+    gone = until(
+        "the reclaimed node to be removed",
+        lambda: victim not in {n["id"] for n in http.get(f"/v1/clusters/{cid}").json()["nodes"]},
+        timeout_s=15,
+    )
+    assert gone
+    cluster = http.get(f"/v1/clusters/{cid}").json()
+    assert cluster["allocated_preemptible_gpus"] == 0 and cluster["target_met"] is False
+    assert len(preemptible(cluster, "pending")) == 1, "the replacement waits in the queue"
+    running = until(
+        "the on-demand instance to run",
+        lambda: http.get(f"/v1/instances/{instance_id}").json()["status"] == "running",
+    )
+    assert running
+
+    assert http.post(f"/v1/instances/{instance_id}/stop").status_code == 200
+    refilled = until(
+        "the cluster to refill",
+        lambda: (
+            (c := http.get(f"/v1/clusters/{cid}").json())["allocated_preemptible_gpus"] == 2 and c
+        ),
+    )
+    assert refilled["target_met"] is True and preemptible(refilled, "ready") != [victim]
+    events = [e for e in http.get("/v1/events", params={"limit": 1000}).json()]
+    mine = [(e["object_id"], e["reason"]) for e in events]
+    assert (victim, "Preempted") in mine and (victim, "NodeRemoved") in mine
+    assert (cid, "TargetUnmet") in mine and (cid, "TargetMet") in mine
+
+
+def test_cluster_requests_are_checked_and_owned(server: Api) -> None:
+    http = client(server, "owner")
+    other = client(server, "stranger")
+    refused = http.post(
+        "/v1/clusters", json={"gpu": "a100-sxm4", "gpus_per_node": 1, "standard_nodes": 0}
+    )
+    assert refused.status_code == 422 and "at least one standard node" in refused.json()["message"]
+    made = http.post("/v1/clusters", json={"gpu": "a100-sxm4", "gpus_per_node": 1}).json()
+    cid = made["id"]
+    assert other.get(f"/v1/clusters/{cid}").status_code == 404
+    assert (
+        other.patch(f"/v1/clusters/{cid}", json={"desired_preemptible_gpus": 1}).status_code == 404
+    )
+    assert [c["id"] for c in other.get("/v1/clusters").json()] == []
+    odd = http.patch(f"/v1/clusters/{cid}", json={"desired_preemptible_gpus": -1})
+    assert odd.status_code == 422 and "nearest valid value is 0" in odd.json()["hint"]
+    standard = made["nodes"][0]["id"]
+    convert = http.post(
+        f"/v1/clusters/{cid}/nodes/{standard}/convert", json={"compute_class": "preemptible"}
+    )
+    assert convert.status_code == 409
+    assert "cannot be converted to preemptible in place" in convert.json()["message"]
+    deleted = http.delete(f"/v1/clusters/{cid}")
+    assert deleted.status_code == 200 and deleted.json()["status"] == "deleting"
+    until(
+        "the cluster to be deleted",
+        lambda: http.get(f"/v1/clusters/{cid}").json()["status"] == "deleted",
+    )
