@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
+	@echo "(to watch the seed session for real in a throw-away plane instead: make demo, or lowcostgpu demo)"
 	$(VENV)/bin/lowcostgpu serve --data-dir ./data
 
 demo: $(STAMP)

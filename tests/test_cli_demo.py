@@ -6,7 +6,7 @@ from lowcostgpu.cli.main import app
 
 
 def test_demo_prints_the_seed_session_with_metered_figures() -> None:
-    result = CliRunner().invoke(app, ["demo"])
+    result = CliRunner().invoke(app, ["demo", "--simulated"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert "✓ instance i-b3e19d02 running · $0.234/hr" in lines
@@ -16,7 +16,7 @@ def test_demo_prints_the_seed_session_with_metered_figures() -> None:
 
 
 def test_demo_with_a_missing_fleet_file_says_what_to_do() -> None:
-    result = CliRunner().invoke(app, ["demo", "--fleet", "/nonexistent/fleet.toml"])
+    result = CliRunner().invoke(app, ["demo", "--simulated", "--fleet", "/nonexistent/fleet.toml"])
     assert result.exit_code == 2
     assert "does not exist" in result.output
     assert "Traceback" not in result.output

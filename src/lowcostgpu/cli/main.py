@@ -32,15 +32,25 @@ def version() -> None:
 
 @app.command()
 def demo(
+    simulated: Annotated[
+        bool, typer.Option(help="play it on a virtual clock in a second, no processes")
+    ] = False,
     fleet: Annotated[
-        Path | None, typer.Option(help="fleet TOML file (default: the demo fleet)")
+        Path | None, typer.Option(help="--simulated: fleet TOML file (default: the demo fleet)")
     ] = None,
+    keep: Annotated[bool, typer.Option(help="keep the throw-away data directory")] = False,
 ) -> None:
-    """Play the seed scenario (interrupt, requeue, resume, bill) on the real engine."""
-    from lowcostgpu.bootstrap.demo import run_demo
-
+    """The seed session for real: a throw-away server, a real training run reclaimed by
+    on-demand work, checkpoint, requeue, resume from the same step, and the bill (~2 min)."""
     with _clear_errors():
-        run_demo(typer.echo, fleet)
+        if simulated:
+            from lowcostgpu.bootstrap.demo import run_demo
+
+            run_demo(typer.echo, fleet)
+            return
+        from lowcostgpu.cli.demo_live import run_live_demo
+
+        run_live_demo(typer.echo, keep=keep)
 
 
 @app.command()
@@ -152,6 +162,17 @@ def sim(
             f"in {figures['wall_s']} s"
         )
     typer.echo(f"report: {report / 'report.json'} and {report / 'report.html'}")
+
+
+def _register() -> None:
+    """The commands that talk to a server, one module per area."""
+    from lowcostgpu.cli import admin, billing, instances
+
+    for module in (instances, billing, admin):
+        module.register(app)
+
+
+_register()
 
 
 @contextmanager
