@@ -171,3 +171,13 @@ def test_nodes_are_billed_from_ready_to_their_notice() -> None:
     w.tick(600)
     billed = sum(u.quantity_s for u in w.store.usage() if u.subject_id == node)
     assert billed == 4 * 600
+
+
+def test_an_instance_queued_behind_a_node_ticket_sees_its_true_position() -> None:
+    w = World()
+    c = w.plane.create_cluster(cluster(desired=4)).cluster.id
+    w.plane.update_cluster_target(c, 8, "acme")  # the fleet is full: the new node waits
+    queued = w.plane.launch(
+        LaunchRequest("acme", "a100-sxm4", "interruptible", 4, command=("train",))
+    ).state.id
+    assert w.plane.queue_position(queued) == 2

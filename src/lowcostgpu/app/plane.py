@@ -288,7 +288,10 @@ class ControlPlane(ClusterRequests):
         inst = next((i for i in instances if i.id == instance_id), None)
         if inst is None or inst.status is not InstanceStatus.QUEUED:
             return None
-        fleet = engine.state_from_instances(self.hosts, instances).fleet
+        records = ClusterRecords.load(self.store)  # node tickets share the queue
+        fleet = engine.state_from_instances(
+            self.hosts, instances, nodes=records.node_states()
+        ).fleet
         for position, ticket in enumerate(fleet.queue(inst.pool), start=1):
             if ticket.subject_id == instance_id:
                 return position
