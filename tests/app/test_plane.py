@@ -6,7 +6,7 @@ import pytest
 from plane_world import World
 
 from lowcostgpu.app.launch import LaunchRequest
-from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
+from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound, Unavailable
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
 
@@ -161,3 +161,11 @@ def test_on_demand_without_capacity_is_refused() -> None:
     w.plane.launch(on_demand())
     with pytest.raises(InsufficientCapacity):
         w.plane.launch(on_demand(1))
+
+
+def test_a_standby_server_decides_nothing() -> None:
+    w = World()
+    w.plane.standby = True
+    with pytest.raises(Unavailable, match="standby"):
+        w.plane.launch(interruptible())
+    assert w.store.instances() == []

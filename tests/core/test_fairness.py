@@ -17,6 +17,7 @@ from lowcostgpu.core.fairness import (
 from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot
+from lowcostgpu.core.victims import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import Allocation
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest
 
@@ -47,10 +48,11 @@ def _interrupted(
     )
 
 
-def test_the_fair_policy_is_the_default() -> None:
-    assert SchedulerConfig().policy is FAIR_LEAST_WORK_LOST
-    assert policy_by_name() is FAIR_LEAST_WORK_LOST
-    assert policy_by_name(DEFAULT_POLICY_NAME).name == "fair-least-work-lost"
+def test_least_work_lost_stays_the_default_until_the_fair_policy_meets_its_targets() -> None:
+    assert SchedulerConfig().policy is LEAST_WORK_LOST
+    assert policy_by_name() is LEAST_WORK_LOST
+    assert policy_by_name(DEFAULT_POLICY_NAME).name == "least-work-lost"
+    assert policy_by_name("fair-least-work-lost") is FAIR_LEAST_WORK_LOST
 
 
 @settings(max_examples=200, deadline=None)

@@ -28,12 +28,12 @@ class ReconcileLoop:
     def run(self) -> None:
         while not self.stopping.is_set():
             if not self.plane.store.try_lead(self.owner):
-                self.leading = False
+                self.leading, self.plane.standby = False, True
                 self.stopping.wait(STANDBY_RETRY_S)
                 continue
             if not self.leading:
                 log.info("this server leads: it ticks and carries out effects")
-            self.leading = True
+            self.leading, self.plane.standby = True, False
             self.plane.wake.wait(self._sleep_s(self._tick()))
             self.plane.wake.clear()
         if self.leading:

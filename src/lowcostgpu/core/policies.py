@@ -5,9 +5,9 @@ still protects fresh starts first, then the policy's cost decides, then fewest v
 recently interrupted and ids. Only the cost differs, so a comparison in the simulator measures the
 rule and nothing else.
 
-- `fair-least-work-lost` (ours, the default, `core.fairness`): work lost (non-reporters at the
-  fleet's typical checkpoint age) + requeue cost + an interruption-history term.
-- `least-work-lost` (DESIGN.md §1, the plain rule): GPU-seconds since the last reported checkpoint.
+- `fair-least-work-lost` (ours, `core.fairness`; not the default yet): work lost (non-reporters at
+  the fleet's typical checkpoint age) + requeue cost + an interruption-history term.
+- `least-work-lost` (DESIGN.md §1, the default): GPU-seconds since the last reported checkpoint.
 - `youngest-first` (kube-scheduler, Kueue): reclaim the most recently started allocation first,
   because it has run least. It ignores checkpoints.
 - `lowest-priority` (Slurm's default): the lowest `Allocation.priority` first, then a seeded
@@ -121,10 +121,10 @@ class SeededRandom:
         return 0
 
 
-DEFAULT_POLICY_NAME: Final = "fair-least-work-lost"
+DEFAULT_POLICY_NAME: Final = "least-work-lost"
 POLICY_NAMES: Final = (
+    "fair-least-work-lost",
     DEFAULT_POLICY_NAME,
-    "least-work-lost",
     "youngest-first",
     "lowest-priority",
     "random",
@@ -133,9 +133,9 @@ POLICY_NAMES: Final = (
 
 def policy_by_name(name: str = DEFAULT_POLICY_NAME, seed: int = 0) -> VictimPolicy:
     """The named policy; `seed` feeds the ones that draw pseudo-random numbers."""
-    if name == DEFAULT_POLICY_NAME:
+    if name == "fair-least-work-lost":
         return FAIR_LEAST_WORK_LOST
-    if name == "least-work-lost":
+    if name == DEFAULT_POLICY_NAME:
         return LEAST_WORK_LOST
     if name == "youngest-first":
         return YoungestFirst()

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.snapshot import FleetSnapshot, HostState
 from lowcostgpu.core.state import Placement, Plan, Preemption, Request
 from lowcostgpu.core.victims import (
+    LEAST_WORK_LOST,
     HistoryAwarePolicy,
     VictimPolicy,
     VictimSearch,
@@ -36,9 +36,11 @@ class SchedulerConfig:
     # How many tickets past the head one queue pass may look at for backfill (Slurm's
     # bf_max_job_test plays the same part): bounds a pass over a long queue.
     backfill_window: int = 1000
-    # How victims are chosen: by default work lost + requeue + interruption history, with
-    # non-reporters estimated at the fleet's typical checkpoint age (`core.fairness`).
-    policy: VictimPolicy = field(default=FAIR_LEAST_WORK_LOST)
+    # How victims are chosen: by default the work they would lose (DESIGN.md §1). The fairness
+    # policy (`core.fairness`, `fair-least-work-lost`) is available by name but is not the
+    # default yet: it does not meet its targets (docs/simulation.md) and is ~70× slower on the
+    # scheduler benchmark (docs/performance.md).
+    policy: VictimPolicy = field(default=LEAST_WORK_LOST)
 
     def __post_init__(self) -> None:
         for name in ("min_runtime_s", "head_reservation_after_s"):
