@@ -19,6 +19,7 @@ import gc
 import random
 import statistics
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,7 +29,7 @@ from lowcostgpu.core.queue import schedule_pool
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot, apply_plan, enqueue, release
 from lowcostgpu.core.state import Plan, Request, Ticket
-from lowcostgpu.domain.capacity import Host, PoolKey
+from lowcostgpu.domain.capacity import Allocation, Host, PoolKey
 from lowcostgpu.domain.errors import InsufficientCapacity
 
 TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alibaba-gpu-v2023"
@@ -142,12 +143,44 @@ class Bench:
         self.decide(lambda: schedule_pool(self.snap, pool, self.now, self.config))
 
     def run(self, events: int, on_demand_share: float) -> None:
+        refreshed = self.now
         for _ in range(events):
             self.now += self.rng.randint(1, 5)
+            if self.now - refreshed >= CHECKPOINT_REFRESH_S:
+                self.report_checkpoints()
+                refreshed = self.now
             if self.rng.random() < on_demand_share:
                 self.on_demand()
             else:
                 self.departure()
+
+    def report_checkpoints(self) -> None:
+        """Workloads keep checkpointing while the stream runs (not timed as decisions).
+
+        Half the allocations (by id) checkpoint every 10 minutes, at a phase of their own; their
+        reports since the last refresh are applied at once, host by host.
+        """
+        changed: dict[str, list[Allocation]] = {}
+        for state in self.snap.hosts.values():
+            allocs = [_checkpointed(a, self.now) for a in state.allocations]
+            if allocs != list(state.allocations):
+                changed[state.host.id] = allocs
+        self.snap = self.snap.with_host_allocations(changed)
+
+
+CHECKPOINT_INTERVAL_S = 600
+CHECKPOINT_REFRESH_S = 300
+
+
+def _checkpointed(a: Allocation, now: int) -> Allocation:
+    phase = zlib.crc32(a.id.encode())
+    if a.draining or a.waits_for or phase % 2:
+        return a
+    since_start = now - a.started_at
+    if since_start < CHECKPOINT_INTERVAL_S:
+        return a
+    last = now - (since_start + phase) % CHECKPOINT_INTERVAL_S
+    return a if a.last_checkpoint_at == last else replace(a, last_checkpoint_at=last)
 
 
 def main() -> None:

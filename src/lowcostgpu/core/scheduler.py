@@ -15,10 +15,10 @@ from lowcostgpu.core.snapshot import FleetSnapshot, HostState
 from lowcostgpu.core.state import Placement, Plan, Preemption, Request
 from lowcostgpu.core.victims import (
     LEAST_WORK_LOST,
-    HistoryAwarePolicy,
     VictimPolicy,
     VictimSearch,
     choose_victims,
+    history_aware,
 )
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
@@ -154,8 +154,9 @@ def _explain(search: VictimSearch, policy: VictimPolicy, now: Timestamp) -> str:
     names = ", ".join(v.subject_id for v in best.victims)
     host = best.host.host.id
     text = f"chosen by {policy.name}: {names} on {host} loses {policy.describe(best.cost)}"
-    if isinstance(policy, HistoryAwarePolicy):
-        text += " (" + "; ".join(policy.explain_victim(v, now) for v in best.victims) + ")"
+    aware = history_aware(policy)
+    if aware is not None:
+        text += " (" + "; ".join(aware.explain_victim(v, now) for v in best.victims) + ")"
     if best.protected:
         text += f"; {best.protected} inside the minimum runtime (there was no other choice)"
     if alternatives:
