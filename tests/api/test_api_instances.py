@@ -61,6 +61,7 @@ def test_instance_life_through_the_api_queue_eta_409_logs_stop_resume_delete(api
     assert [e["reason"] for e in user.timeline(queued["id"])][:1] == ["Queued"]
     resumed = user.resume(first["id"])
     assert resumed["status"] in ("queued", "starting", "running")
+    wait_for(user, first["id"], {"running"})
     user.stop(first["id"])
     wait_for(user, first["id"], {"stopped"})
     assert user.delete(first["id"])["status"] == "deleted"
