@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, Api
+from api_server import ADMIN_KEY, Api
 
 from lowcostgpu.client.api import Client
 from lowcostgpu.domain.errors import (

@@ -6,7 +6,7 @@ import time
 
 import httpx
 import pytest
-from conftest import Api
+from api_server import Api
 
 from lowcostgpu.client.api import Client, Instance
 from lowcostgpu.domain.errors import InsufficientCapacity, NotFound

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ADMIN_KEY, Api, free_port
+from api_server import ADMIN_KEY, Api, free_port
 from typer.testing import CliRunner
 
 from lowcostgpu.cli.main import app

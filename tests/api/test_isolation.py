@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 import httpx
-from conftest import Api
+from api_server import Api
 
 
 def test_a_foreign_key_gets_404_on_every_object_and_sees_none_of_them(api: Api) -> None:
