@@ -62,9 +62,6 @@ def kill_workloads(running: Running) -> None:
             runtime.kill(report.allocation_id)
 
 
-_kill_workloads = kill_workloads  # the old name
-
-
 def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     tmp = tmp_path_factory.mktemp("server")
     (tmp / "fleet.toml").write_text(FLEET)

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from api_server import ADMIN_KEY, Api, _kill_workloads, free_port, kill_workloads, serving
-
-__all__ = ["ADMIN_KEY", "Api", "_kill_workloads", "free_port", "kill_workloads"]
+from api_server import Api, serving
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, Api, _kill_workloads, free_port
+from api_server import ADMIN_KEY, Api, free_port, kill_workloads
 
 from lowcostgpu.api.server import start
 from lowcostgpu.bootstrap.serve import ServeOptions
@@ -35,7 +35,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     )
     running = start(options)
     yield Api(running, running.url, options.data_dir)
-    _kill_workloads(running)
+    kill_workloads(running)
     running.stop()
     subprocess.run(["sh", "-c", f"grep -F '{tmp}' /proc/mounts | cut -d' ' -f2 | xargs -r umount"])
 
