@@ -244,3 +244,30 @@ class Client:
     def topup(self, account_id: str, amount: str, reference: str | None = None) -> Account:
         body = {"amount": amount, "reference": reference}
         return cast(Account, self._call("POST", f"/v1/accounts/{account_id}/topup", json=body))
+
+
+class ClusterApi:
+    """The cluster endpoints, on the same connection and error translation as `Client`."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, **body: Any) -> Json:
+        return cast(Json, self._client._call("POST", "/v1/clusters", json=body))
+
+    def list(self) -> list[Json]:
+        return cast(list[Json], self._client._call("GET", "/v1/clusters"))
+
+    def get(self, cluster_id: str) -> Json:
+        return cast(Json, self._client._call("GET", f"/v1/clusters/{cluster_id}"))
+
+    def update_target(self, cluster_id: str, desired_preemptible_gpus: int) -> Json:
+        body = {"desired_preemptible_gpus": desired_preemptible_gpus}
+        return cast(Json, self._client._call("PATCH", f"/v1/clusters/{cluster_id}", json=body))
+
+    def delete(self, cluster_id: str) -> Json:
+        return cast(Json, self._client._call("DELETE", f"/v1/clusters/{cluster_id}"))
+
+    def convert_node(self, cluster_id: str, node_id: str, compute_class: str) -> Json:
+        path = f"/v1/clusters/{cluster_id}/nodes/{node_id}/convert"
+        return cast(Json, self._client._call("POST", path, json={"compute_class": compute_class}))

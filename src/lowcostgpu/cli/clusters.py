@@ -1,0 +1,126 @@
+"""`cluster create|update|show|ls|rm|convert`: clusters with a preemptible target, over the API."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from lowcostgpu.cli.context import client, handled, print_json
+from lowcostgpu.client.api import ClusterApi
+
+cluster_app = typer.Typer(
+    help="Clusters: standard nodes (never preempted) and a preemptible target that refills.",
+    no_args_is_help=True,
+)
+JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+@cluster_app.command("create")
+def create(
+    gpu: Annotated[str, typer.Option(help="GPU type of every node, e.g. h100-sxm")],
+    preemptible_gpus: Annotated[
+        int, typer.Option(help="desired_preemptible_gpus: a multiple of --gpus-per-node")
+    ] = 0,
+    standard_nodes: Annotated[int, typer.Option(help="never-preempted nodes (at least 1)")] = 1,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs of one node")] = 8,
+    region: Annotated[str | None, typer.Option(help="region (default: the first with it)")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a cluster; its standard nodes are placed at once or the request is refused."""
+    body: dict[str, Any] = {
+        "gpu": gpu,
+        "gpus_per_node": gpus_per_node,
+        "standard_nodes": standard_nodes,
+        "desired_preemptible_gpus": preemptible_gpus,
+    }
+    if region:
+        body["region"] = region
+    with handled(), client() as api:
+        found = ClusterApi(api).create(**body)
+    _show(found, as_json)
+
+
+@cluster_app.command("update")
+def update(
+    cluster_id: str,
+    preemptible_gpus: Annotated[int, typer.Option(help="the new desired_preemptible_gpus")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Change the preemptible target; the cluster grows or drains toward it."""
+    with handled(), client() as api:
+        found = ClusterApi(api).update_target(cluster_id, preemptible_gpus)
+    _show(found, as_json)
+
+
+@cluster_app.command("show")
+def show(cluster_id: str, as_json: JsonFlag = False) -> None:
+    """Desired vs allocated preemptible GPUs, and every node with its compute-class label."""
+    with handled(), client() as api:
+        found = ClusterApi(api).get(cluster_id)
+    _show(found, as_json)
+
+
+@cluster_app.command("ls")
+def ls(as_json: JsonFlag = False) -> None:
+    """Your clusters."""
+    with handled(), client() as api:
+        found = ClusterApi(api).list()
+    if as_json:
+        print_json(found)
+        return
+    table = Table("cluster", "status", "gpu", "standard", "preemptible allocated / desired")
+    for c in found:
+        table.add_row(
+            c["id"],
+            c["status"],
+            f"{c['gpu']} ({c['region']})",
+            str(c["standard_nodes"]),
+            f"{c['allocated_preemptible_gpus']} / {c['desired_preemptible_gpus']}",
+        )
+    Console().print(table)
+
+
+@cluster_app.command("rm")
+def rm(cluster_id: str, as_json: JsonFlag = False) -> None:
+    """Delete a cluster: every node drains with its grace period, then it is gone."""
+    with handled(), client() as api:
+        found = ClusterApi(api).delete(cluster_id)
+    _show(found, as_json)
+
+
+@cluster_app.command("convert")
+def convert(cluster_id: str, node_id: str, compute_class: str) -> None:
+    """Convert a node's class in place — always refused, with what to do instead."""
+    with handled(), client() as api:
+        ClusterApi(api).convert_node(cluster_id, node_id, compute_class)
+
+
+def _show(c: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(c)
+        return
+    met = {True: "met", False: "unmet", None: "-"}[c["target_met"]]
+    typer.echo(
+        f"cluster {c['id']} · {c['status']} · {c['gpu']} in {c['region']} · "
+        f"{c['gpus_per_node']} GPUs per node · preemptible "
+        f"{c['allocated_preemptible_gpus']}/{c['desired_preemptible_gpus']} GPUs ({met})"
+    )
+    table = Table("node", "compute-class", "status", "GPUs", "host", "taints")
+    for n in c["nodes"]:
+        taints = ", ".join(f"{t['key']}={t['value']}:{t['effect']}" for t in n["taints"])
+        table.add_row(
+            n["id"],
+            n["labels"].get("lowcostgpu.io/compute-class", n["compute_class"]),
+            n["status"],
+            str(n["gpus"]),
+            n["host_id"] or "-",
+            taints or "-",
+        )
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cluster_app, name="cluster")
