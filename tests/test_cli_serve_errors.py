@@ -1,0 +1,58 @@
+"""`lowcostgpu serve` refuses bad input before it writes any state: one clear line, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lowcostgpu.cli.main import app
+
+GOOD_HOST = '[[region]]\nname = "eu"\n  [[region.hosts]]\n  name = "h1"\n  gpu_type = "a100-sxm4"\n'
+SECOND_H1 = '  [[region.hosts]]\n  name = "h1"\n  gpu_type = "a100-sxm4"\n  gpus = 8\n'
+
+
+@pytest.mark.parametrize(
+    ("fleet", "words"),
+    [
+        (
+            GOOD_HOST
+            + '  gpus = 8\n  [[region.hosts]]\n  name = "h2"\n  gpu_type = "b200"\n  gpus = 8\n',
+            "b200",
+        ),
+        (GOOD_HOST + "  gpus = -4\n", "gpus"),
+        (
+            GOOD_HOST + "  gpus = 8\n" + SECOND_H1,
+            "h1",
+        ),
+    ],
+    ids=["unknown-gpu-type", "negative-count", "duplicate-host"],
+)
+def test_a_bad_fleet_file_names_the_line_and_nothing_starts(
+    tmp_path: Path, fleet: str, words: str
+) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(fleet)
+    data = tmp_path / "data"
+    result = CliRunner().invoke(app, ["serve", "--fleet", str(path), "--data-dir", str(data)])
+    assert result.exit_code == 2, result.output
+    assert "line" in result.output and words in result.output
+    assert "Traceback" not in result.output
+    assert not data.exists()  # no partial state
+
+
+def test_a_data_directory_that_cannot_be_written_is_refused(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = CliRunner().invoke(app, ["serve", "--data-dir", str(blocker / "data")])
+    assert result.exit_code == 2, result.output
+    assert "cannot be written" in result.output and "--data-dir" in result.output
+
+
+def test_a_metering_interval_out_of_range_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["serve", "--data-dir", str(tmp_path / "d"), "--metering-interval-s", "30"]
+    )
+    assert result.exit_code == 2
+    assert "between 60 and 120" in result.output
