@@ -32,7 +32,8 @@ from lowcostgpu.domain import errors
 from lowcostgpu.ports.runtime import Runtime
 
 log = logging.getLogger(__name__)
-OPTIONAL_ROUTERS = ("lowcostgpu.api.clusters",)  # mounted when the module exists
+# mounted when the module exists
+OPTIONAL_ROUTERS = ("lowcostgpu.api.clusters", "lowcostgpu.api.routes_events")
 
 STATUS_OF: list[tuple[type[errors.LowcostgpuError], int]] = [
     (errors.NotFound, 404),

@@ -106,17 +106,6 @@ def timeline(
     return [EventOut.of(e) for e in events if e.object_id == instance_id]
 
 
-@router.get("/events")
-def events(
-    ctx: Ctx,
-    account_id: AccountId,
-    after: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
-) -> list[EventOut]:
-    found = ctx.plane.store.events(after_seq=after, account_id=account_id, limit=limit)
-    return [EventOut.of(e) for e in found]
-
-
 @router.get("/instances/{instance_id}/logs", response_class=PlainTextResponse, response_model=None)
 def logs(
     ctx: Ctx,

@@ -1,4 +1,4 @@
-"""`launch`, `ls`, `show`, `logs`, `stop`, `resume`, `rm`, `events`: instances over the API."""
+"""`launch`, `ls`, `show`, `logs`, `stop`, `resume`, `rm`: instances over the API."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lowcostgpu.cli.context import client, handled, print_json
-from lowcostgpu.cli.timeline import Timeline, elapsed
+from lowcostgpu.cli.timeline import Timeline
 from lowcostgpu.client.api import Instance
 from lowcostgpu.domain.errors import InvalidRequest
 
@@ -165,21 +165,8 @@ def rm(instance_id: str, as_json: JsonFlag = False) -> None:
     _act("rm", instance_id, as_json)
 
 
-def events(instance_id: str, as_json: JsonFlag = False) -> None:
-    """The instance's timeline: every event, in order."""
-    with handled(), client() as api:
-        inst = api.instance(instance_id)
-        found = api.timeline(instance_id)
-    if as_json:
-        print_json(found)
-        return
-    for e in found:
-        at = elapsed(e["at"] - inst["created_at"])
-        typer.echo(f"{at:>8}  {e['type']:<7}  {e['reason']:<18}  {e['message']}")
-
-
 def register(app: typer.Typer) -> None:
     extra = {"allow_interspersed_args": False}
     app.command(context_settings=extra)(launch)
-    for command in (ls, show, logs, stop, resume, rm, events):
+    for command in (ls, show, logs, stop, resume, rm):
         app.command()(command)

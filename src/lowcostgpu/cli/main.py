@@ -166,9 +166,9 @@ def sim(
 
 def _register() -> None:
     """The commands that talk to a server, one module per area."""
-    from lowcostgpu.cli import admin, billing, clusters, instances
+    from lowcostgpu.cli import admin, billing, clusters, events, instances
 
-    for module in (instances, billing, clusters, admin):
+    for module in (instances, events, billing, clusters, admin):
         module.register(app)
 
 

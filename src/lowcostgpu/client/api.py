@@ -186,9 +186,28 @@ class Client:
         path = f"/v1/instances/{instance_id}/events"
         return cast(list[Event], self._call("GET", path, params={"after": after}))
 
-    def events(self, after: int = 0, limit: int = 200) -> list[Event]:
-        params = {"after": after, "limit": limit}
+    def events(
+        self,
+        after: int = 0,
+        limit: int = 200,
+        *,
+        object: str | None = None,
+        reason: str | None = None,
+        since: int | None = None,
+        wait_s: float = 0,
+    ) -> list[Event]:
+        """The account's events after seq `after`; with `wait_s`, waits for the first one."""
+        params: dict[str, Any] = {"after": after, "limit": limit, "wait_s": wait_s}
+        wanted = {"object": object, "reason": reason, "since": since}
+        params.update({k: v for k, v in wanted.items() if v is not None})
         return cast(list[Event], self._call("GET", "/v1/events", params=params))
+
+    def follow_events(self, after: int = 0, wait_s: float = 25, **filters: Any) -> Iterator[Event]:
+        """Every event after `after` as it is committed, forever: long-polls from the last seq."""
+        while True:
+            for event in self.events(after, 1000, wait_s=wait_s, **filters):
+                after = max(after, event["seq"] or 0)
+                yield event
 
     def logs(self, instance_id: str, tail_bytes: int = 65536) -> str:
         params = {"tail_bytes": tail_bytes}
