@@ -21,6 +21,12 @@ from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.events import EventType, Reason
+from lowcostgpu.ports.webhooks import (
+    WebhookAttempt,
+    WebhookChanges,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +178,7 @@ class Commit:
     ledger: Sequence[LedgerEntry] = ()  # inserted unless the key exists
     clusters: Sequence[ClusterWrite] = ()  # versioned like instances
     nodes: Sequence[NodeWrite] = ()  # versioned like instances
+    webhooks: WebhookChanges = field(default_factory=WebhookChanges)  # events fan out to these
 
 
 class Store(Protocol):
@@ -241,6 +248,20 @@ class Store(Protocol):
         self, *, cluster_id: str | None = None, include_removed: bool = False
     ) -> list[StoredNode]:
         """Every node that is not removed (or every one), by id, with its version."""
+        ...
+
+    def webhook_endpoints(self, account_id: str | None = None) -> list[WebhookEndpoint]:
+        """Endpoints that are not deleted (of one account, or all), by id."""
+        ...
+
+    def webhook_deliveries(
+        self, *, endpoint_id: str, pending_only: bool = False, limit: int = 1000
+    ) -> list[WebhookDelivery]:
+        """An endpoint's deliveries in the order they go out: by seq, then creation, then id."""
+        ...
+
+    def webhook_attempts(self, delivery_id: str) -> list[WebhookAttempt]:
+        """Every attempt of a delivery, in order."""
         ...
 
     def try_lead(self, owner: str) -> bool:

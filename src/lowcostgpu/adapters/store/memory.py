@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from lowcostgpu.adapters.store import cluster_rows, rows
+from lowcostgpu.adapters.store.webhook_rows import delivery_order
 from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound, StaleWrite
@@ -31,6 +32,13 @@ from lowcostgpu.ports.store import (
     StoredInstance,
     StoredNode,
     VolumeRecord,
+)
+from lowcostgpu.ports.webhooks import (
+    WebhookAttempt,
+    WebhookChanges,
+    WebhookDelivery,
+    WebhookEndpoint,
+    fan_out,
 )
 
 _Row = dict[str, Any]
@@ -52,6 +60,7 @@ class MemoryStore:
         self._clusters: dict[str, _Row] = {}
         self._nodes: dict[str, _Row] = {}
         self._leader: str | None = None
+        self._webhooks = _Webhooks()
 
     def commit(self, commit: Commit) -> None:
         rows.check_commit(commit)
@@ -89,6 +98,9 @@ class MemoryStore:
                 self._api_keys.setdefault(k["key_hash"], k)
             for e in ledger:
                 self._ledger.setdefault(e["key"], e)
+            self._webhooks.write(commit.webhooks)
+            new = [(rows.event_record(e), e["seq"]) for e in events]
+            self._webhooks.write(WebhookChanges(deliveries=tuple(self._webhooks.fanned_out(new))))
 
     def _versioned(self, commit: Commit) -> dict[str, _Row]:
         """The instance rows after `commit`, or `StaleWrite` with nothing changed."""
@@ -256,6 +268,30 @@ class MemoryStore:
         found.sort(key=lambda r: r["id"])
         return [cluster_rows.stored_node(r) for r in found]
 
+    def webhook_endpoints(self, account_id: str | None = None) -> list[WebhookEndpoint]:
+        with self._mutex:
+            found = self._webhooks.endpoints.values()
+            return sorted(
+                (e for e in found if e.status != "deleted" and account_id in (None, e.account_id)),
+                key=lambda e: e.id,
+            )
+
+    def webhook_deliveries(
+        self, *, endpoint_id: str, pending_only: bool = False, limit: int = 1000
+    ) -> list[WebhookDelivery]:
+        with self._mutex:
+            found = [
+                d
+                for d in self._webhooks.deliveries.values()
+                if d.endpoint_id == endpoint_id and (not pending_only or d.status == "pending")
+            ]
+        return sorted(found, key=delivery_order)[:limit]
+
+    def webhook_attempts(self, delivery_id: str) -> list[WebhookAttempt]:
+        with self._mutex:
+            found = [a for a in self._webhooks.attempts.values() if a.delivery_id == delivery_id]
+        return sorted(found, key=lambda a: a.n)
+
     def try_lead(self, owner: str) -> bool:
         with self._mutex:
             if self._leader in (None, owner):
@@ -271,3 +307,22 @@ class MemoryStore:
     def close(self) -> None:
         with self._mutex:
             self._leader = None
+
+
+class _Webhooks:
+    """The webhook records (immutable values, kept as they are)."""
+
+    def __init__(self) -> None:
+        self.endpoints: dict[str, WebhookEndpoint] = {}
+        self.deliveries: dict[str, WebhookDelivery] = {}
+        self.attempts: dict[tuple[str, int], WebhookAttempt] = {}
+
+    def write(self, changes: WebhookChanges) -> None:
+        self.endpoints.update((e.id, e) for e in changes.endpoints)
+        self.deliveries.update((d.id, d) for d in changes.deliveries)
+        for a in changes.attempts:
+            self.attempts.setdefault((a.delivery_id, a.n), a)
+
+    def fanned_out(self, new: list[tuple[EventRecord, int]]) -> list[WebhookDelivery]:
+        eps = list(self.endpoints.values())
+        return [d for e, seq in new for d in fan_out(eps, e, seq)] if eps else []

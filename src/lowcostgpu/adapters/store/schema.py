@@ -180,3 +180,33 @@ nodes = sa.Table(
         postgresql_where=sa.text("status <> 'removed'"),
     ),
 )
+
+# Webhooks (see `ports.webhooks`): each record as JSON in `state`, what queries need copied out.
+webhook_endpoints = sa.Table(
+    "webhook_endpoints",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("account_id", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+)
+
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("endpoint_id", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Index("ix_webhook_deliveries_order", "endpoint_id", "seq", "created_at", "id"),
+)
+
+webhook_attempts = sa.Table(
+    "webhook_attempts",
+    metadata,
+    sa.Column("delivery_id", sa.Text, primary_key=True),
+    sa.Column("n", sa.Integer, primary_key=True),
+    sa.Column("state", sa.Text, nullable=False),
+)

@@ -26,6 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from lowcostgpu.adapters.store import cluster_rows, rows
 from lowcostgpu.adapters.store import schema as t
+from lowcostgpu.adapters.store import webhook_rows as webhooks
 from lowcostgpu.adapters.store.engine import (
     WRITE,
     Target,
@@ -51,6 +52,12 @@ from lowcostgpu.ports.store import (
     StoredInstance,
     StoredNode,
     VolumeRecord,
+)
+from lowcostgpu.ports.webhooks import (
+    WebhookAttempt,
+    WebhookChanges,
+    WebhookDelivery,
+    WebhookEndpoint,
 )
 
 _CHUNK = 500  # keys per IN (...) list
@@ -103,8 +110,10 @@ class SqlStore:
             if commit.outbox:
                 stmt = self._insert(t.outbox).on_conflict_do_nothing(index_elements=["key"])
                 conn.execute(stmt, [rows.outbox_row(e) for e in commit.outbox])
-            if commit.events:
-                self._insert_events(conn, commit.events)
+            webhooks.write(conn, self._insert, commit.webhooks)
+            if commit.events:  # the outbox of their webhooks is written in the same transaction
+                fanned = webhooks.fanned_out(conn, self._insert_events(conn, commit.events))
+                webhooks.write(conn, self._insert, WebhookChanges(deliveries=tuple(fanned)))
             if commit.usage:
                 keys = ["subject_id", "kind", "interval_start"]
                 stmt = self._insert(t.usage).on_conflict_do_nothing(index_elements=keys)
@@ -184,7 +193,9 @@ class SqlStore:
                 hint="someone else wrote it first; re-read it and decide again",
             )
 
-    def _insert_events(self, conn: sa.Connection, events: Sequence[EventRecord]) -> None:
+    def _insert_events(
+        self, conn: sa.Connection, events: Sequence[EventRecord]
+    ) -> list[tuple[EventRecord, int]]:
         if self._pg:
             if self._events_key is None:
                 self._events_key = advisory_key("events", conn)
@@ -193,14 +204,15 @@ class SqlStore:
         for chunk in _chunks(list({e.key for e in events})):
             seen.update(conn.scalars(sa.select(t.events.c.key).where(t.events.c.key.in_(chunk))))
         seq = conn.scalar(sa.select(sa.func.coalesce(sa.func.max(t.events.c.seq), 0))) or 0
-        new: list[dict[str, Any]] = []
+        new: list[tuple[EventRecord, int]] = []
         for e in events:
             if e.key not in seen:
                 seen.add(e.key)
                 seq += 1
-                new.append(rows.event_row(e, seq))
+                new.append((e, seq))
         if new:
-            conn.execute(sa.insert(t.events), new)
+            conn.execute(sa.insert(t.events), [rows.event_row(e, n) for e, n in new])
+        return new
 
     def _upsert_metered(self, conn: sa.Connection, through: Mapping[MeterKey, Timestamp]) -> None:
         stmt = self._insert(t.metered_through)
@@ -220,6 +232,20 @@ class SqlStore:
         conn.execute(stmt, [rows.volume_row(v) for v in last.values()])
 
     # --- reads -----------------------------------------------------------------------------
+
+    def webhook_endpoints(self, account_id: str | None = None) -> list[WebhookEndpoint]:
+        with translated(self.url), self._engine.connect() as conn:
+            return webhooks.endpoints(conn, account_id)
+
+    def webhook_deliveries(
+        self, *, endpoint_id: str, pending_only: bool = False, limit: int = 1000
+    ) -> list[WebhookDelivery]:
+        with translated(self.url), self._engine.connect() as conn:
+            return webhooks.deliveries(conn, endpoint_id, pending_only, limit)
+
+    def webhook_attempts(self, delivery_id: str) -> list[WebhookAttempt]:
+        with translated(self.url), self._engine.connect() as conn:
+            return webhooks.attempts(conn, delivery_id)
 
     def instances(self, *, include_deleted: bool = False) -> list[StoredInstance]:
         q = sa.select(t.instances)

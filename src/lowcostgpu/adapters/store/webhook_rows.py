@@ -1,0 +1,99 @@
+"""Webhook records as rows, and the SQL side of writing and reading them (used by `SqlStore`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from lowcostgpu.adapters.store import codec
+from lowcostgpu.adapters.store import schema as t
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.webhooks import (
+    WebhookAttempt,
+    WebhookChanges,
+    WebhookDelivery,
+    WebhookEndpoint,
+    fan_out,
+)
+
+Insert = Callable[[sa.Table], Any]
+
+
+def endpoint_row(e: WebhookEndpoint) -> dict[str, Any]:
+    return {"id": e.id, "account_id": e.account_id, "status": e.status, "state": codec.dumps(e)}
+
+
+def delivery_row(d: WebhookDelivery) -> dict[str, Any]:
+    state = codec.dumps(d)
+    return {
+        "id": d.id,
+        "endpoint_id": d.endpoint_id,
+        "status": d.status,
+        "seq": d.seq,
+        "created_at": d.created_at,
+        "state": state,
+    }
+
+
+def attempt_row(a: WebhookAttempt) -> dict[str, Any]:
+    return {"delivery_id": a.delivery_id, "n": a.n, "state": codec.dumps(a)}
+
+
+def delivery_order(d: WebhookDelivery) -> tuple[int, int, str]:
+    return (d.seq, d.created_at, d.id)
+
+
+def write(conn: sa.Connection, insert: Insert, changes: WebhookChanges) -> None:
+    """Upsert endpoints and deliveries by id; insert attempts that are not stored yet."""
+    for table, values in (
+        (t.webhook_endpoints, {e.id: endpoint_row(e) for e in changes.endpoints}),
+        (t.webhook_deliveries, {d.id: delivery_row(d) for d in changes.deliveries}),
+    ):
+        if values:
+            stmt = insert(table)
+            columns = [c for c in next(iter(values.values())) if c != "id"]
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["id"], set_={c: stmt.excluded[c] for c in columns}
+            )
+            conn.execute(stmt, list(values.values()))
+    if changes.attempts:
+        stmt = insert(t.webhook_attempts).on_conflict_do_nothing(
+            index_elements=["delivery_id", "n"]
+        )
+        conn.execute(stmt, [attempt_row(a) for a in changes.attempts])
+
+
+def endpoints(conn: sa.Connection, account_id: str | None = None) -> list[WebhookEndpoint]:
+    q = sa.select(t.webhook_endpoints.c.state).where(t.webhook_endpoints.c.status != "deleted")
+    if account_id is not None:
+        q = q.where(t.webhook_endpoints.c.account_id == account_id)
+    found = [codec.loads(WebhookEndpoint, s) for s in conn.scalars(q)]
+    return sorted(found, key=lambda e: e.id)
+
+
+def deliveries(
+    conn: sa.Connection, endpoint_id: str, pending_only: bool, limit: int
+) -> list[WebhookDelivery]:
+    d = t.webhook_deliveries
+    q = sa.select(d.c.state).where(d.c.endpoint_id == endpoint_id)
+    if pending_only:
+        q = q.where(d.c.status == "pending")
+    q = q.order_by(d.c.seq, d.c.created_at, d.c.id).limit(limit)
+    return [codec.loads(WebhookDelivery, s) for s in conn.scalars(q)]
+
+
+def attempts(conn: sa.Connection, delivery_id: str) -> list[WebhookAttempt]:
+    a = t.webhook_attempts
+    q = sa.select(a.c.state).where(a.c.delivery_id == delivery_id).order_by(a.c.n)
+    return [codec.loads(WebhookAttempt, s) for s in conn.scalars(q)]
+
+
+def fanned_out(
+    conn: sa.Connection, new_events: Sequence[tuple[EventRecord, int]]
+) -> list[WebhookDelivery]:
+    """The deliveries of newly inserted (event, seq) pairs, for the endpoints stored now."""
+    accounts = {e.account_id for e, _ in new_events}
+    eps = [ep for a in accounts for ep in endpoints(conn, a)]
+    return [d for e, seq in new_events for d in fan_out(eps, e, seq)] if eps else []

@@ -1,0 +1,121 @@
+"""Webhook records of the store: endpoints, the delivery outbox, and every attempt.
+
+Deliveries are the outbox of events to endpoints: the store writes one per matching endpoint in
+the same transaction as the event (see `fan_out`), so no committed event can be lost to a crash
+before it was queued. A delivery stays `pending` until an endpoint answered 2xx; the schedule of
+the next try is data (`next_attempt_at`), so a restarted server picks it up where it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from lowcostgpu.domain.capacity import Timestamp
+
+if TYPE_CHECKING:
+    from lowcostgpu.ports.store import EventRecord
+
+EndpointStatus = Literal["enabled", "disabled", "deleted"]
+DeliveryStatus = Literal["pending", "delivered"]
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookEndpoint:
+    """Where an account's events go. `reasons` empty: every event. `secret` never leaves the
+    server after creation (responses and logs show `id` and `url` only)."""
+
+    id: str
+    account_id: str
+    url: str
+    secret: str
+    created_at: Timestamp
+    reasons: tuple[str, ...] = ()
+    status: EndpointStatus = "enabled"
+    disabled_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookDelivery:
+    """One event (or test message) for one endpoint; `message_id` is the stable `webhook-id`."""
+
+    id: str
+    endpoint_id: str
+    account_id: str
+    message_id: str
+    seq: int  # the event's seq: deliveries to an endpoint go out in this order (0: a test)
+    payload: Mapping[str, Any]
+    created_at: Timestamp
+    next_attempt_at: Timestamp
+    status: DeliveryStatus = "pending"
+    attempts: int = 0
+    first_failure_at: Timestamp | None = None
+    delivered_at: Timestamp | None = None
+    last_error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookAttempt:
+    """One try of a delivery: what the endpoint answered (or why it could not be reached)."""
+
+    delivery_id: str
+    n: int  # 1, 2, …: unique per delivery
+    at: Timestamp
+    status_code: int | None
+    latency_ms: int
+    response_excerpt: str = ""  # at most 1 KB
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookChanges:
+    """The webhook part of a store commit: endpoints and deliveries upserted by id, attempts
+    inserted unless (delivery, n) exists."""
+
+    endpoints: tuple[WebhookEndpoint, ...] = ()
+    deliveries: tuple[WebhookDelivery, ...] = ()
+    attempts: tuple[WebhookAttempt, ...] = field(default_factory=tuple)
+
+
+def event_payload(e: EventRecord, seq: int) -> dict[str, Any]:
+    """The JSON body of an event's webhook (Standard Webhooks: `type`, `timestamp`, `data`)."""
+    return {
+        "type": f"{e.object_kind}.{e.reason}",
+        "timestamp": e.at,
+        "data": {
+            "seq": seq,
+            "at": e.at,
+            "type": str(e.type),
+            "reason": str(e.reason),
+            "object_kind": e.object_kind,
+            "object_id": e.object_id,
+            "message": e.message,
+            "data": dict(e.data),
+        },
+    }
+
+
+def fan_out(
+    endpoints: list[WebhookEndpoint], event: EventRecord, seq: int
+) -> list[WebhookDelivery]:
+    """The deliveries a newly stored event makes: one per endpoint of its account that wants it.
+
+    Disabled endpoints get them too: re-enabling one delivers what it missed, in order.
+    """
+    return [
+        WebhookDelivery(
+            id=f"{ep.id}.{seq}",
+            endpoint_id=ep.id,
+            account_id=ep.account_id,
+            message_id=event.key,
+            seq=seq,
+            payload=event_payload(event, seq),
+            created_at=event.at,
+            next_attempt_at=event.at,
+        )
+        for ep in endpoints
+        if ep.account_id == event.account_id
+        and ep.status != "deleted"
+        and (not ep.reasons or str(event.reason) in ep.reasons)
+    ]
