@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, POLICY_NAMES, policy_by_name
 from lowcostgpu.core.queue import schedule_pool
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot, apply_plan, enqueue, release
@@ -74,7 +75,7 @@ def build_fleet(total_gpus: int, shares: Counter[str]) -> list[Host]:
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.rng = random.Random(args.seed)
-        self.config = SchedulerConfig(min_runtime_s=300)
+        self.config = SchedulerConfig(min_runtime_s=300, policy=policy_by_name(args.policy))
         self.latencies_s: list[float] = []
         self.now = 1_000_000
         shares = gpu_shares(TRACE)
@@ -190,10 +191,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--on-demand-share", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--policy", choices=POLICY_NAMES, default=DEFAULT_POLICY_NAME)
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the run")
     args = parser.parse_args()
     bench = Bench(args)
     total_gpus = sum(h.gpu_count for h in bench.hosts)
+    print(f"policy: {bench.config.policy.name}")
     print(f"fleet: {total_gpus} GPUs on {len(bench.hosts)} hosts in {len(bench.pools)} pools")
     started = time.perf_counter()
     placed = bench.fill()

@@ -118,7 +118,10 @@ def test_the_chosen_victims_are_the_best_feasible_set(
         return
     lost = sum(policy.cost(v, now) for v in victims)
     protected = sum(is_protected(v, now, min_runtime_s) for v in victims)
-    assert (protected, lost, len(victims)) == best[:3]
+    recency = max(v.last_interrupted_at or NEVER for v in victims)
+    ids = tuple(sorted(v.id for v in victims))
+    # The whole key, tie-breaks included: the search skips hosts that tie on cost by them.
+    assert (protected, lost, len(victims), recency, ids, victims[0].host_id) == best
     if min_runtime_s == 0:
         assert lost == best[1]  # no feasible set loses less work
 

@@ -35,11 +35,27 @@ class HostState:
     # (progress mark, start) of each reclaimable GPU, latest mark first: a bound for the GPUs
     # that are past their minimum runtime without looking at the allocations again.
     gpu_marks: tuple[tuple[Timestamp, Timestamp], ...]
+    # (id, start) of those allocations by id, and their least "last interrupted at" (-1 for
+    # never): a victim set here sorts after any key these already lose to, which lets the victim
+    # search skip hosts that tie on cost without looking at their allocations.
+    candidate_starts: tuple[tuple[str, Timestamp], ...] = ()
+    # Sums of the k largest of those allocations' GPU counts: the fewest victims that can free
+    # a deficit here, without looking at the allocations.
+    size_prefix: tuple[int, ...] = (0,)
+    min_candidate_interrupted_at: Timestamp = -1
 
     @property
     def newest_mark(self) -> Timestamp | None:
         """The latest progress mark among reclaimable GPUs: the cheapest GPU here to reclaim."""
         return self.mark_prefix[1] if self.reclaimable_gpus else None
+
+    def least_candidate_id(self, started_by: Timestamp) -> str:
+        """The least id among the allocations here that started by `started_by` ("" if none)."""
+        return next((i for i, start in self.candidate_starts if start <= started_by), "")
+
+    def fewest_victims(self, deficit: int) -> int:
+        """The fewest reclaimable allocations that together free `deficit` GPUs (at least 1)."""
+        return max(1, bisect_left(self.size_prefix, deficit))
 
     def mark_entry(self) -> tuple[int, str] | None:
         """This host's place in its pool's order of hosts by newest mark, latest first."""
@@ -68,6 +84,15 @@ class HostState:
             mark_prefix=(0, *accumulate(marks)),
             newest_start=max((a.started_at for a in candidates), default=None),
             gpu_marks=tuple(gpu_marks),
+            candidate_starts=tuple((a.id, a.started_at) for a in candidates),
+            size_prefix=(0, *accumulate(sorted((a.gpus for a in candidates), reverse=True))),
+            min_candidate_interrupted_at=min(
+                (
+                    -1 if a.last_interrupted_at is None else a.last_interrupted_at
+                    for a in candidates
+                ),
+                default=-1,
+            ),
         )
 
     def with_allocations(self, allocations: Iterable[Allocation]) -> HostState:

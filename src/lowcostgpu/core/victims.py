@@ -246,6 +246,24 @@ class VictimSearch:
         return self.choices[0] if self.choices else None
 
 
+def _tail_floor(
+    host: HostState, deficit: int, started_by: Timestamp
+) -> tuple[int, Timestamp, tuple[str, ...]]:
+    """What any unprotected victim set freeing `deficit` GPUs on `host` is at least on the key
+    after its cost: the fewest victims that can, the least recent interruption among its
+    candidates, and the least id among those started by `started_by` first."""
+    return (
+        host.fewest_victims(deficit),
+        host.min_candidate_interrupted_at,
+        (host.least_candidate_id(started_by),),
+    )
+
+
+def _beaten(best: VictimChoice | None, bound: int, tail: tuple[object, ...]) -> bool:
+    """No unprotected set that costs at least `bound` and sorts after `tail` beats `best`."""
+    return best is not None and best.protected == 0 and (bound, *tail) > best.key[1:5]
+
+
 def choose_victims(
     hosts_by_mark: Iterable[HostState],
     gpus_needed: int,
@@ -256,40 +274,54 @@ def choose_victims(
 ) -> VictimSearch:
     """Search the hosts for the cheapest victim set and return the choices cheapest first.
 
-    Best-first: hosts are searched in order of their `lower_bound`, and the search stops when
-    the next bound exceeds the best unprotected choice found, since no later host can win.
-    `hosts_by_mark` (hosts with reclaimable GPUs, newest progress mark first; `most_free` is the
-    most free GPUs on any of them) is only read as far as needed: along it the policy's
-    `order_bound` never decreases and never exceeds a host's `lower_bound`. The runners-up and
-    the bound on the hosts not searched are what the `Preempted` event quotes as alternatives.
+    Best-first: hosts are searched in order of their `lower_bound` (then of what their sets are
+    at least on the rest of the key), and a host is skipped as soon as that cannot beat the best
+    unprotected choice found. `hosts_by_mark` (hosts with reclaimable GPUs, newest progress mark
+    first; `most_free` is the most free GPUs on any of them) is only read as far as needed: along
+    it the policy's `order_bound` never decreases and never exceeds a host's `lower_bound`. Hosts
+    that tie on cost with the best choice are skipped by their cached least candidate id and
+    interruption, without looking at their allocations: with a policy whose cost is often the
+    same (a capped estimate), ties are the common case. The runners-up and the bound on the hosts
+    not searched are what the `Preempted` event quotes as alternatives.
     """
     min_deficit = max(1, gpus_needed - most_free)
     cutoff = now - min_runtime_s
     shield = shield_of(policy)
     stream = iter(hosts_by_mark)
     upcoming: HostState | None = next(stream, None)
-    heap: list[tuple[int, str, HostState]] = []
+    heap: list[tuple[int, tuple[int, Timestamp, tuple[str, ...]], str, HostState]] = []
     found: list[VictimChoice] = []
     best: VictimChoice | None = None
+    skipped, skipped_bound = 0, None
     while heap or upcoming is not None:
-        # Read hosts until the next one's order bound passes the cheapest bound in the heap.
-        while upcoming is not None and (
-            not heap or policy.order_bound(upcoming, min_deficit, now) <= heap[0][0]
-        ):
-            deficit = gpus_needed - upcoming.free
-            if 0 < deficit <= upcoming.reclaimable_gpus:
-                bound = policy.lower_bound(upcoming, deficit, now, cutoff)
-                heappush(heap, (bound, upcoming.host.id, upcoming))
-            upcoming = next(stream, None)
-        if not heap:
-            break
-        bound, _, state = heappop(heap)
-        if best is not None and best.protected == 0 and bound > best.cost:
-            skipped = len(heap) + 1 + (upcoming is not None)
-            return VictimSearch(tuple(sorted(found, key=lambda c: c.key)), skipped, bound)
+        if upcoming is not None:
+            order = policy.order_bound(upcoming, min_deficit, now)
+            if not heap or order < heap[0][0]:
+                if _beaten(best, order, ()):  # so is every later host in the stream
+                    skipped, upcoming = skipped + 1, None
+                    skipped_bound = order if skipped_bound is None else min(skipped_bound, order)
+                    continue
+                deficit = gpus_needed - upcoming.free
+                tail = _tail_floor(upcoming, deficit, cutoff)
+                if not 0 < deficit <= upcoming.reclaimable_gpus:
+                    pass
+                elif _beaten(best, order, tail):
+                    skipped += 1
+                    skipped_bound = order if skipped_bound is None else min(skipped_bound, order)
+                else:
+                    bound = policy.lower_bound(upcoming, deficit, now, cutoff)
+                    heappush(heap, (bound, tail, upcoming.host.id, upcoming))
+                upcoming = next(stream, None)
+                continue
+        bound, tail, _, state = heappop(heap)
+        if _beaten(best, bound, tail):  # and so is every host left in the heap
+            skipped += len(heap) + 1
+            skipped_bound = bound if skipped_bound is None else min(skipped_bound, bound)
+            heap.clear()
+            continue
         choice = cheapest_on_host(state, gpus_needed, now, policy, min_runtime_s, shield)
         if choice is not None:
             found.append(choice)
             if best is None or choice.key < best.key:
                 best = choice
-    return VictimSearch(tuple(sorted(found, key=lambda c: c.key)))
+    return VictimSearch(tuple(sorted(found, key=lambda c: c.key)), skipped, skipped_bound)
