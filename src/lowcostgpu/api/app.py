@@ -33,7 +33,11 @@ from lowcostgpu.ports.runtime import Runtime
 
 log = logging.getLogger(__name__)
 # mounted when the module exists
-OPTIONAL_ROUTERS = ("lowcostgpu.api.clusters", "lowcostgpu.api.routes_events")
+OPTIONAL_ROUTERS = (
+    "lowcostgpu.api.clusters",
+    "lowcostgpu.api.routes_events",
+    "lowcostgpu.api.routes_webhooks",
+)
 
 STATUS_OF: list[tuple[type[errors.LowcostgpuError], int]] = [
     (errors.NotFound, 404),

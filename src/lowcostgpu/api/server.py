@@ -17,7 +17,7 @@ import uvicorn
 from lowcostgpu.api.app import create_app
 from lowcostgpu.app.accounts import Accounts
 from lowcostgpu.app.loop import ReconcileLoop
-from lowcostgpu.bootstrap.serve import ServeOptions, build
+from lowcostgpu.bootstrap.serve import ServeOptions, build, webhooks_of
 from lowcostgpu.bootstrap.wiring import Wired
 from lowcostgpu.domain.errors import Unavailable
 
@@ -41,6 +41,14 @@ def _prepare(options: ServeOptions) -> tuple[uvicorn.Server, Running]:
     thread = threading.Thread(target=loop.run, name="reconcile-loop", daemon=True)
     thread.start()
     api = create_app(plane, runtime, wired.tokens, lambda: loop.leading, accounts=accounts)
+    api.state.webhooks = webhooks = webhooks_of(options, wired)
+    hooks = threading.Thread(
+        target=webhooks.run,
+        args=(loop.stopping, lambda: loop.leading),
+        name="webhooks",
+        daemon=True,
+    )
+    hooks.start()
     config = uvicorn.Config(api, host=options.host, port=options.port, log_level="warning")
     server = uvicorn.Server(config)
 
@@ -48,6 +56,7 @@ def _prepare(options: ServeOptions) -> tuple[uvicorn.Server, Running]:
         server.should_exit = True
         loop.stop()
         thread.join(timeout=10)
+        hooks.join(timeout=15)
         plane.store.close()
 
     return server, Running(options.url, admin_key, wired, loop, stop)

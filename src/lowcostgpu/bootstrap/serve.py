@@ -7,7 +7,7 @@ import os
 import secrets
 import shutil
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lowcostgpu.adapters.clock import RandomIds, SystemClock
@@ -15,8 +15,10 @@ from lowcostgpu.adapters.files import load_catalog, load_fleet
 from lowcostgpu.adapters.local.runtime import LocalRuntime
 from lowcostgpu.adapters.local.volumes import LocalVolumes
 from lowcostgpu.adapters.store.sql import SqlStore
+from lowcostgpu.adapters.webhooks import HttpWebhookSender
 from lowcostgpu.app.loop import ReconcileLoop
 from lowcostgpu.app.plane import PlaneConfig
+from lowcostgpu.app.webhooks import WebhookPolicy, Webhooks
 from lowcostgpu.bootstrap.wiring import Wired, wire
 from lowcostgpu.core.metering import check_interval
 from lowcostgpu.domain.errors import ConfigError
@@ -35,6 +37,8 @@ class ServeOptions:
     port: int = 8080
     metering_interval_s: int = 60
     admin_key: str | None = None  # None: keep the stored one, or make one at the first start
+    allow_private_webhooks: bool = False  # webhooks to loopback/private addresses (tests, labs)
+    webhook_policy: WebhookPolicy = field(default_factory=WebhookPolicy)
 
     @property
     def url(self) -> str:
@@ -72,6 +76,12 @@ def token_secret(data_dir: Path) -> bytes:
         with os.fdopen(fd, "wb") as f:
             f.write(secrets.token_bytes(32))
     return path.read_bytes()
+
+
+def webhooks_of(options: ServeOptions, wired: Wired) -> Webhooks:
+    """The webhook service and worker of a served plane (posting through httpx)."""
+    sender = HttpWebhookSender(allow_private=options.allow_private_webhooks)
+    return Webhooks(wired.plane.store, sender, wired.plane.clock, options.webhook_policy)
 
 
 def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, LocalRuntime]:

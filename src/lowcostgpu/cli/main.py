@@ -78,12 +78,23 @@ def serve(
             help="admin key to accept (stored hashed); default: one is made at the first start",
         ),
     ] = None,
+    allow_private_webhooks: Annotated[
+        bool, typer.Option(help="let webhooks call loopback/private addresses (labs, tests)")
+    ] = False,
+    webhook_backoff_s: Annotated[
+        float, typer.Option(help="first webhook retry delay; it doubles up to an hour")
+    ] = 30.0,
 ) -> None:
     """Run the control plane: store, reconcile loop, local runtime and the API."""
     from lowcostgpu.api.server import serve as run_server
+    from lowcostgpu.app.webhooks import WebhookPolicy
     from lowcostgpu.bootstrap.serve import ServeOptions
 
-    options = ServeOptions(data_dir, db, fleet, catalog, host, port, metering_interval_s, admin_key)
+    options = ServeOptions(
+        data_dir, db, fleet, catalog, host, port, metering_interval_s, admin_key,
+        allow_private_webhooks=allow_private_webhooks,
+        webhook_policy=WebhookPolicy(first_backoff_s=webhook_backoff_s),
+    )  # fmt: skip
     with _clear_errors():
         run_server(options, typer.echo)
 
@@ -166,9 +177,9 @@ def sim(
 
 def _register() -> None:
     """The commands that talk to a server, one module per area."""
-    from lowcostgpu.cli import admin, billing, clusters, events, instances
+    from lowcostgpu.cli import admin, billing, clusters, events, instances, webhooks
 
-    for module in (instances, events, billing, clusters, admin):
+    for module in (instances, events, webhooks, billing, clusters, admin):
         module.register(app)
 
 

@@ -209,6 +209,27 @@ class Client:
                 after = max(after, event["seq"] or 0)
                 yield event
 
+    def create_webhook(self, url: str, reasons: list[str] | None = None) -> Json:
+        """A new endpoint; the answer's `secret` is shown this once."""
+        body = {"url": url, "reasons": reasons or []}
+        return cast(Json, self._call("POST", "/v1/webhooks", json=body))
+
+    def webhooks(self) -> list[Json]:
+        return cast(list[Json], self._call("GET", "/v1/webhooks"))
+
+    def webhook_action(self, webhook_id: str, action: str) -> Json:
+        """`enable` or `test` (POST), `rm` (DELETE)."""
+        if action == "rm":
+            return cast(Json, self._call("DELETE", f"/v1/webhooks/{webhook_id}"))
+        return cast(Json, self._call("POST", f"/v1/webhooks/{webhook_id}/{action}"))
+
+    def deliveries(self, webhook_id: str) -> list[Json]:
+        return cast(list[Json], self._call("GET", f"/v1/webhooks/{webhook_id}/deliveries"))
+
+    def replay(self, webhook_id: str, delivery_id: str) -> Json:
+        path = f"/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/replay"
+        return cast(Json, self._call("POST", path))
+
     def logs(self, instance_id: str, tail_bytes: int = 65536) -> str:
         params = {"tail_bytes": tail_bytes}
         text = self._call("GET", f"/v1/instances/{instance_id}/logs", params=params)

@@ -31,10 +31,19 @@ class Reason(StrEnum):
     TARGET_MET = "TargetMet"
     TARGET_UNMET = "TargetUnmet"
     BALANCE_LOW = "BalanceLow"
+    WEBHOOK_DISABLED = "WebhookDisabled"
+    WEBHOOK_ENABLED = "WebhookEnabled"
 
 
 WARNING_REASONS = frozenset(
-    {Reason.PREEMPTED, Reason.KILLED, Reason.FAILED, Reason.TARGET_UNMET, Reason.BALANCE_LOW}
+    {
+        Reason.PREEMPTED,
+        Reason.KILLED,
+        Reason.FAILED,
+        Reason.TARGET_UNMET,
+        Reason.BALANCE_LOW,
+        Reason.WEBHOOK_DISABLED,
+    }
 )
 
 

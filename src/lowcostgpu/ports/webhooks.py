@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from lowcostgpu.domain.capacity import Timestamp
 
@@ -119,3 +119,29 @@ def fan_out(
         and ep.status != "deleted"
         and (not ep.reasons or str(event.reason) in ep.reasons)
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """What one POST to an endpoint came to; `status_code` None: no answer (refused, timeout)."""
+
+    status_code: int | None
+    latency_ms: int
+    response_excerpt: str = ""
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+class WebhookSender(Protocol):
+    """Signs and posts webhook messages (Standard Webhooks), refusing addresses it must not call."""
+
+    def check_url(self, url: str) -> None:
+        """`InvalidRequest` for a URL that is not http(s) or resolves to a refused range."""
+        ...
+
+    def send(
+        self, url: str, secret: str, message_id: str, timestamp: int, body: str
+    ) -> SendResult: ...

@@ -1,0 +1,220 @@
+"""Webhooks: endpoints per account, and the worker that empties the delivery outbox.
+
+The store writes a pending delivery per matching endpoint in the same transaction as each event,
+so the worker only has to carry them out: per endpoint, strictly in order (the next delivery is
+not sent before the previous one got a 2xx), at least once (a delivery is marked delivered only
+after the answer; one in flight when the server died is still pending after the restart), with
+exponential backoff and jitter stored as `next_attempt_at`. An endpoint failing for longer than
+`disable_after_s` is disabled with a `WebhookDisabled` event; enabling it resumes its backlog.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import random
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from lowcostgpu.domain import errors
+from lowcostgpu.domain.events import EventType, Reason, event_type_of
+from lowcostgpu.ports.clock import Clock
+from lowcostgpu.ports.store import Commit, EventRecord, Store
+from lowcostgpu.ports.webhooks import (
+    SendResult,
+    WebhookAttempt,
+    WebhookChanges,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookSender,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookPolicy:
+    """Retry schedule: first_backoff_s · 2^(n-1), capped, ±jitter; disable after a long outage."""
+
+    first_backoff_s: float = 30.0
+    max_backoff_s: float = 3600.0
+    jitter: float = 0.2
+    disable_after_s: int = 24 * 3600
+    poll_s: float = 0.5  # how often the worker looks for due deliveries
+
+    def backoff_s(self, attempts: int, rng: random.Random) -> int:
+        doubled: float = self.first_backoff_s * 2.0 ** max(0, attempts - 1)
+        base = min(self.max_backoff_s, doubled)
+        return max(1, round(base * (1 + rng.uniform(-self.jitter, self.jitter))))
+
+
+def new_secret() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+class Webhooks:
+    def __init__(
+        self,
+        store: Store,
+        sender: WebhookSender,
+        clock: Clock,
+        policy: WebhookPolicy | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store, self.sender, self.clock = store, sender, clock
+        self.policy = policy or WebhookPolicy()
+        self.rng = rng or random.Random()
+
+    # --- endpoints --------------------------------------------------------------------------
+
+    def create(self, account_id: str, url: str, reasons: tuple[str, ...]) -> WebhookEndpoint:
+        self.sender.check_url(url)
+        unknown = sorted(set(reasons) - {str(r) for r in Reason})
+        if unknown:
+            raise errors.InvalidRequest(
+                f"unknown event reason(s) {', '.join(unknown)}",
+                hint="one of: " + ", ".join(sorted(str(r) for r in Reason)),
+            )
+        endpoint = WebhookEndpoint(
+            id="wh-" + secrets.token_hex(6),
+            account_id=account_id,
+            url=url,
+            secret=new_secret(),
+            created_at=self.clock.now(),
+            reasons=tuple(sorted(set(reasons))),
+        )
+        self.store.commit(Commit(webhooks=WebhookChanges(endpoints=(endpoint,))))
+        return endpoint
+
+    def owned(self, account_id: str, endpoint_id: str) -> WebhookEndpoint:
+        for e in self.store.webhook_endpoints(account_id):
+            if e.id == endpoint_id:
+                return e
+        raise errors.NotFound(f"no webhook {endpoint_id}", hint="`lowcostgpu webhooks ls`")
+
+    def delete(self, account_id: str, endpoint_id: str) -> WebhookEndpoint:
+        gone = replace(self.owned(account_id, endpoint_id), status="deleted")
+        self.store.commit(Commit(webhooks=WebhookChanges(endpoints=(gone,))))
+        return gone
+
+    def enable(self, account_id: str, endpoint_id: str) -> WebhookEndpoint:
+        """Enable again: its backlog (kept while disabled) goes out now, in order."""
+        endpoint = replace(
+            self.owned(account_id, endpoint_id), status="enabled", disabled_reason=""
+        )
+        now = self.clock.now()
+        pending = self.store.webhook_deliveries(endpoint_id=endpoint_id, pending_only=True)
+        due = tuple(replace(d, next_attempt_at=now, first_failure_at=None) for d in pending[:1])
+        event = _endpoint_event(endpoint, Reason.WEBHOOK_ENABLED, now, "webhook enabled")
+        changes = WebhookChanges(endpoints=(endpoint,), deliveries=due)
+        self.store.commit(Commit(webhooks=changes, events=[event]))
+        return endpoint
+
+    def test(self, account_id: str, endpoint_id: str) -> WebhookDelivery:
+        """A `webhook.test` message, sent ahead of the endpoint's queue."""
+        endpoint = self.owned(account_id, endpoint_id)
+        now, token = self.clock.now(), secrets.token_hex(6)
+        payload = {"type": "webhook.test", "timestamp": now, "data": {"endpoint": endpoint.id}}
+        delivery = WebhookDelivery(
+            f"{endpoint.id}.test-{token}", endpoint.id, account_id, f"msg_test_{token}", 0,
+            payload, now, now,
+        )  # fmt: skip
+        self.store.commit(Commit(webhooks=WebhookChanges(deliveries=(delivery,))))
+        return delivery
+
+    def deliveries(self, account_id: str, endpoint_id: str) -> list[WebhookDelivery]:
+        return self.store.webhook_deliveries(endpoint_id=self.owned(account_id, endpoint_id).id)
+
+    def replay(self, account_id: str, endpoint_id: str, delivery_id: str) -> WebhookDelivery:
+        """Send a delivery again (delivered or not), at its place in the endpoint's order."""
+        for d in self.deliveries(account_id, endpoint_id):
+            if d.id == delivery_id:
+                again = replace(d, status="pending", next_attempt_at=self.clock.now())
+                self.store.commit(Commit(webhooks=WebhookChanges(deliveries=(again,))))
+                return again
+        raise errors.NotFound(
+            f"no delivery {delivery_id} of webhook {endpoint_id}",
+            hint=f"`lowcostgpu webhooks deliveries {endpoint_id}` lists them",
+        )
+
+    # --- the worker -------------------------------------------------------------------------
+
+    def deliver_due(self, limit: int = 100) -> int:
+        """Carry out what is due, in order per endpoint; the number of attempts made."""
+        made = 0
+        for endpoint in self.store.webhook_endpoints():
+            while endpoint.status == "enabled" and made < limit:
+                pending = self.store.webhook_deliveries(
+                    endpoint_id=endpoint.id, pending_only=True, limit=1
+                )
+                if not pending or pending[0].next_attempt_at > self.clock.now():
+                    break
+                made += 1
+                endpoint, ok = self._attempt(endpoint, pending[0])
+                if not ok:
+                    break
+        return made
+
+    def _attempt(
+        self, endpoint: WebhookEndpoint, d: WebhookDelivery
+    ) -> tuple[WebhookEndpoint, bool]:
+        now = self.clock.now()
+        body = json.dumps(d.payload, sort_keys=True, separators=(",", ":"))
+        result = self.sender.send(endpoint.url, endpoint.secret, d.message_id, now, body)
+        n = d.attempts + 1
+        attempt = _attempt_record(d.id, n, self.clock.now(), result)
+        if result.ok:
+            done = replace(d, status="delivered", attempts=n, delivered_at=attempt.at)
+            changes = WebhookChanges(deliveries=(done,), attempts=(attempt,))
+            self.store.commit(Commit(webhooks=changes))
+            return endpoint, True
+        first = d.first_failure_at if d.first_failure_at is not None else now
+        why = result.error or f"HTTP {result.status_code}"
+        retry = replace(
+            d,
+            attempts=n,
+            first_failure_at=first,
+            last_error=why,
+            next_attempt_at=now + self.policy.backoff_s(n, self.rng),
+        )
+        events: list[EventRecord] = []
+        if now - first >= self.policy.disable_after_s:
+            endpoint = replace(endpoint, status="disabled", disabled_reason=why)
+            message = f"webhook disabled: failing since {first} ({why}); enable it to resume"
+            events.append(_endpoint_event(endpoint, Reason.WEBHOOK_DISABLED, now, message))
+        changes = WebhookChanges(endpoints=(endpoint,), deliveries=(retry,), attempts=(attempt,))
+        self.store.commit(Commit(webhooks=changes, events=events))
+        return endpoint, False
+
+    def run(self, stopping: threading.Event, leading: Callable[[], bool]) -> None:
+        """The worker thread: deliver what is due while this server leads, until stopped."""
+        while not stopping.is_set():
+            if leading():
+                try:
+                    self.deliver_due()
+                except errors.LowcostgpuError as exc:
+                    log.warning("webhook delivery failed, retrying: %s", exc)
+            stopping.wait(self.policy.poll_s)
+
+
+def _attempt_record(delivery_id: str, n: int, at: int, r: SendResult) -> WebhookAttempt:
+    return WebhookAttempt(
+        delivery_id, n, at, r.status_code, r.latency_ms, r.response_excerpt[:1024], r.error
+    )
+
+
+def _endpoint_event(ep: WebhookEndpoint, reason: Reason, at: int, message: str) -> EventRecord:
+    return EventRecord(
+        key=f"{ep.id}.{reason}.{at}.{secrets.token_hex(4)}",
+        at=at,
+        account_id=ep.account_id,
+        object_kind="webhook",
+        object_id=ep.id,
+        type=event_type_of(reason) if reason else EventType.NORMAL,
+        reason=reason,
+        message=message,
+        data={"url": ep.url, "disabled_reason": ep.disabled_reason},
+    )
