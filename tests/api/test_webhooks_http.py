@@ -258,3 +258,27 @@ def test_the_cli_adds_lists_tests_replays_and_removes_webhooks(
     assert run("ls") == ""
     bad = cli.invoke(app, ["webhooks", "add", "not-a-url"])
     assert bad.exit_code == 2 and "not an http(s) URL" in bad.output
+
+
+def test_a_preempted_webhook_arrives_before_the_grace_deadline(
+    hooks_api: Api, receiver: Receiver
+) -> None:
+    _, client = hooks_api.account("preempted")
+    hook = client.create_webhook(receiver.url, ["Preempted"])
+    receiver.secret = hook["secret"]
+    hold = ["sleep", "600"]
+    victim = client.launch(gpu="a100-sxm4", type="interruptible", gpus=2, command=hold)["id"]
+    until("the victim to run", lambda: client.instance(victim)["status"] == "running")
+    asked_at = time.time()
+    reclaimer = client.launch(gpu="a100-sxm4", type="on-demand", gpus=2, command=hold)["id"]
+    until("the Preempted webhook", lambda: len(receiver.got) == 1)
+    got = receiver.got[0]
+    assert got.payload["type"] == "instance.Preempted"
+    assert got.payload["data"]["object_id"] == victim
+    data = got.payload["data"]["data"]
+    assert data["for_subject"] == reclaimer and got.at < data["deadline"]
+    print(
+        f"notice-to-delivery latency: {got.at - asked_at:.3f} s (grace {data['grace_period_s']} s)"
+    )
+    for i in (reclaimer, victim):
+        client.stop(i)

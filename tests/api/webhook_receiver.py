@@ -17,6 +17,7 @@ from standardwebhooks import Webhook
 class Received:
     webhook_id: str
     payload: dict[str, Any]
+    at: float = field(default_factory=time.time)  # when it arrived (wall clock, seconds)
 
 
 @dataclass
