@@ -175,6 +175,14 @@ class FairLeastWorkLost:
         since the mark, capped at the typical age (the estimate of a non-reporter); history ≥ 0."""
         return min(max(0, now - mark), self.typical_checkpoint_age_s) + self._requeue_per_gpu_s
 
+    def gpu_floor_s(self, mark: Timestamp, started_at: Timestamp, now: Timestamp) -> int:
+        """The least one GPU can cost: a reporter (mark after its start) loses exactly the time
+        since its mark, a possible non-reporter at most the typical age; history ≥ 0."""
+        lost = max(0, now - mark)
+        if mark == started_at:
+            lost = min(lost, self.typical_checkpoint_age_s)
+        return lost + self._requeue_per_gpu_s
+
     def lower_bound(
         self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
     ) -> int:
@@ -186,14 +194,17 @@ class FairLeastWorkLost:
         must be emptied, where the capped bound tied with the best cost on almost every host.
         """
         requeue, typical = self._requeue_per_gpu_s, self.typical_checkpoint_age_s
-        floors = sorted(
-            max(0, now - mark) + requeue
-            if mark != started_at
-            else min(max(0, now - mark), typical) + requeue
-            for mark, started_at in host.gpu_marks
-            if started_at <= started_by
-        )
-        return sum(floors[:deficit]) if len(floors) >= deficit else NO_UNPROTECTED_SET
+        floors = []
+        for mark, started_at in host.gpu_marks:
+            if started_at <= started_by:
+                lost = now - mark if now > mark else 0
+                floors.append((lost if mark != started_at or lost < typical else typical) + requeue)
+        if len(floors) < deficit:
+            return NO_UNPROTECTED_SET
+        if deficit == 1:
+            return min(floors)
+        floors.sort()
+        return sum(floors[:deficit])
 
     def order_bound(self, host: HostState, deficit: int, now: Timestamp) -> int:
         """No GPU on a host costs less than the floor of the host's newest mark."""

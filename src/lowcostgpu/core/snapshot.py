@@ -9,7 +9,7 @@ date costs a copy of two small dicts and a slice of one queue, not a rebuild of 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from itertools import accumulate
 
@@ -17,6 +17,8 @@ from lowcostgpu.core.fifo import TicketQueue
 from lowcostgpu.core.state import Placement, Plan, Ticket
 from lowcostgpu.domain.capacity import Allocation, Host, PoolKey, Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
+
+LAST_ID = "\U0010ffff"  # sorts after any allocation id
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +37,11 @@ class HostState:
     # (progress mark, start) of each reclaimable GPU, latest mark first: a bound for the GPUs
     # that are past their minimum runtime without looking at the allocations again.
     gpu_marks: tuple[tuple[Timestamp, Timestamp], ...]
-    # (id, start) of those allocations by id, and their least "last interrupted at" (-1 for
-    # never): a victim set here sorts after any key these already lose to, which lets the victim
-    # search skip hosts that tie on cost without looking at their allocations.
-    candidate_starts: tuple[tuple[str, Timestamp], ...] = ()
+    # (id, start, progress mark, GPUs) of those allocations by id, and their least "last
+    # interrupted at" (-1 for never): a victim set here sorts after any key these already lose
+    # to, which lets the victim search skip hosts that tie on cost without looking at their
+    # allocations.
+    candidate_marks: tuple[tuple[str, Timestamp, Timestamp, int], ...] = ()
     # Sums of the k largest of those allocations' GPU counts: the fewest victims that can free
     # a deficit here, without looking at the allocations.
     size_prefix: tuple[int, ...] = (0,)
@@ -49,9 +52,20 @@ class HostState:
         """The latest progress mark among reclaimable GPUs: the cheapest GPU here to reclaim."""
         return self.mark_prefix[1] if self.reclaimable_gpus else None
 
-    def least_candidate_id(self, started_by: Timestamp) -> str:
-        """The least id among the allocations here that started by `started_by` ("" if none)."""
-        return next((i for i, start in self.candidate_starts if start <= started_by), "")
+    def least_candidate_id(
+        self, started_by: Timestamp, costs_at_most: Callable[[Timestamp, Timestamp, int], bool]
+    ) -> str:
+        """The least id among the allocations here that started by `started_by` and that
+        `costs_at_most` (given start, mark and GPUs) does not rule out; if none, a string that
+        sorts after any id (no victim set here can then tie on cost)."""
+        return next(
+            (
+                alloc_id
+                for alloc_id, start, mark, gpus in self.candidate_marks
+                if start <= started_by and costs_at_most(start, mark, gpus)
+            ),
+            LAST_ID,
+        )
 
     def fewest_victims(self, deficit: int) -> int:
         """The fewest reclaimable allocations that together free `deficit` GPUs (at least 1)."""
@@ -84,7 +98,9 @@ class HostState:
             mark_prefix=(0, *accumulate(marks)),
             newest_start=max((a.started_at for a in candidates), default=None),
             gpu_marks=tuple(gpu_marks),
-            candidate_starts=tuple((a.id, a.started_at) for a in candidates),
+            candidate_marks=tuple(
+                (a.id, a.started_at, a.progress_mark, a.gpus) for a in candidates
+            ),
             size_prefix=(0, *accumulate(sorted((a.gpus for a in candidates), reverse=True))),
             min_candidate_interrupted_at=min(
                 (

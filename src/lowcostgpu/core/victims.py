@@ -77,6 +77,14 @@ class HistoryAwarePolicy(Protocol):
 
 
 Shield = Callable[[Allocation, Timestamp, int], bool]
+# The least one GPU with this (progress mark, start) can cost at `now` under a policy.
+GpuFloor = Callable[[Timestamp, Timestamp, Timestamp], int]
+
+
+def gpu_floor_of(policy: VictimPolicy) -> GpuFloor | None:
+    """The policy's per-GPU floor (`gpu_floor_s`), if it has one: it sharpens tie skipping."""
+    floor: GpuFloor | None = getattr(policy, "gpu_floor_s", None)
+    return floor
 
 
 def history_aware(policy: VictimPolicy) -> HistoryAwarePolicy | None:
@@ -118,6 +126,9 @@ class LeastWorkLost:
                 if taken == deficit:
                     return max(0, deficit * now - total)
         return NO_UNPROTECTED_SET
+
+    def gpu_floor_s(self, mark: Timestamp, started_at: Timestamp, now: Timestamp) -> int:
+        return max(0, now - mark)
 
     def order_bound(self, host: HostState, deficit: int, now: Timestamp) -> int:
         """No GPU on a host loses less than the time since the host's newest mark."""
@@ -246,22 +257,40 @@ class VictimSearch:
         return self.choices[0] if self.choices else None
 
 
+_Key = tuple[int, int, int, Timestamp, tuple[str, ...], str]
+
+
 def _tail_floor(
-    host: HostState, deficit: int, started_by: Timestamp
+    host: HostState,
+    deficit: int,
+    started_by: Timestamp,
+    gpu_floor: GpuFloor | None,
+    now: Timestamp,
+    best_key: _Key | None,
 ) -> tuple[int, Timestamp, tuple[str, ...]]:
-    """What any unprotected victim set freeing `deficit` GPUs on `host` is at least on the key
-    after its cost: the fewest victims that can, the least recent interruption among its
-    candidates, and the least id among those started by `started_by` first."""
+    """What any unprotected victim set freeing `deficit` GPUs on `host` that ties with `best`
+    on cost is at least on the rest of the key: the fewest victims that can, the least recent
+    interruption among the candidates, and the least id among those started by `started_by`
+    that can cost as little as `best` (in a tie no member costs more than the whole set)."""
+
+    def costs_at_most(start: Timestamp, mark: Timestamp, gpus: int) -> bool:
+        return (
+            gpu_floor is None
+            or best_key is None
+            or gpus * gpu_floor(mark, start, now) <= best_key[1]
+        )
+
     return (
         host.fewest_victims(deficit),
         host.min_candidate_interrupted_at,
-        (host.least_candidate_id(started_by),),
+        (host.least_candidate_id(started_by, costs_at_most),),
     )
 
 
-def _beaten(best: VictimChoice | None, bound: int, tail: tuple[object, ...]) -> bool:
-    """No unprotected set that costs at least `bound` and sorts after `tail` beats `best`."""
-    return best is not None and best.protected == 0 and (bound, *tail) > best.key[1:5]
+def _beaten(best_key: _Key | None, bound: int, tail: tuple[object, ...]) -> bool:
+    """No unprotected set that costs at least `bound` and sorts after `tail` beats the best
+    unprotected choice found (`best_key`, None while there is none)."""
+    return best_key is not None and (bound, *tail) > best_key[1 : 2 + len(tail)]
 
 
 def choose_victims(
@@ -286,42 +315,57 @@ def choose_victims(
     """
     min_deficit = max(1, gpus_needed - most_free)
     cutoff = now - min_runtime_s
-    shield = shield_of(policy)
+    shield, gpu_floor = shield_of(policy), gpu_floor_of(policy)
     stream = iter(hosts_by_mark)
     upcoming: HostState | None = next(stream, None)
-    heap: list[tuple[int, tuple[int, Timestamp, tuple[str, ...]], str, HostState]] = []
+    # (lower bound, fewest victims, least interruption, host id, host): the key's order.
+    heap: list[tuple[int, int, Timestamp, str, HostState]] = []
     found: list[VictimChoice] = []
     best: VictimChoice | None = None
-    skipped, skipped_bound = 0, None
+    best_key: _Key | None = None  # the best choice's key, once it is unprotected
+    skipped, skipped_bound = 0, NO_UNPROTECTED_SET
+    order = 0 if upcoming is None else policy.order_bound(upcoming, min_deficit, now)
     while heap or upcoming is not None:
-        if upcoming is not None:
-            order = policy.order_bound(upcoming, min_deficit, now)
-            if not heap or order < heap[0][0]:
-                if _beaten(best, order, ()):  # so is every later host in the stream
-                    skipped, upcoming = skipped + 1, None
-                    skipped_bound = order if skipped_bound is None else min(skipped_bound, order)
-                    continue
-                deficit = gpus_needed - upcoming.free
-                tail = _tail_floor(upcoming, deficit, cutoff)
-                if not 0 < deficit <= upcoming.reclaimable_gpus:
-                    pass
-                elif _beaten(best, order, tail):
-                    skipped += 1
-                    skipped_bound = order if skipped_bound is None else min(skipped_bound, order)
+        if upcoming is not None and (not heap or order < heap[0][0]):
+            if _beaten(best_key, order, ()):  # so is every later host in the stream
+                skipped, skipped_bound, upcoming = skipped + 1, min(skipped_bound, order), None
+                continue
+            deficit = gpus_needed - upcoming.free
+            if 0 < deficit <= upcoming.reclaimable_gpus:
+                fewest = upcoming.fewest_victims(deficit)
+                recency = upcoming.min_candidate_interrupted_at
+                # Where the order bound ties with the best cost, the tail is checked before
+                # the bound: with a capped cost most hosts tie, and most lose on the tail.
+                if _beaten(best_key, order, (fewest, recency)) or _beaten(
+                    best_key,
+                    order,
+                    _tail_floor(upcoming, deficit, cutoff, gpu_floor, now, best_key),
+                ):
+                    skipped, skipped_bound = skipped + 1, min(skipped_bound, order)
                 else:
                     bound = policy.lower_bound(upcoming, deficit, now, cutoff)
-                    heappush(heap, (bound, tail, upcoming.host.id, upcoming))
-                upcoming = next(stream, None)
-                continue
-        bound, tail, _, state = heappop(heap)
-        if _beaten(best, bound, tail):  # and so is every host left in the heap
-            skipped += len(heap) + 1
-            skipped_bound = bound if skipped_bound is None else min(skipped_bound, bound)
+                    if _beaten(best_key, bound, ()):
+                        skipped, skipped_bound = skipped + 1, min(skipped_bound, bound)
+                    else:
+                        heappush(heap, (bound, fewest, recency, upcoming.host.id, upcoming))
+            upcoming = next(stream, None)
+            if upcoming is not None:
+                order = policy.order_bound(upcoming, min_deficit, now)
+            continue
+        bound, fewest, recency, _, state = heappop(heap)
+        if _beaten(best_key, bound, (fewest, recency)):  # and so is every host left in the heap
+            skipped, skipped_bound = skipped + len(heap) + 1, min(skipped_bound, bound)
             heap.clear()
+            continue
+        deficit = gpus_needed - state.free
+        if _beaten(best_key, bound, _tail_floor(state, deficit, cutoff, gpu_floor, now, best_key)):
+            skipped, skipped_bound = skipped + 1, min(skipped_bound, bound)  # ties, and loses
             continue
         choice = cheapest_on_host(state, gpus_needed, now, policy, min_runtime_s, shield)
         if choice is not None:
             found.append(choice)
             if best is None or choice.key < best.key:
                 best = choice
-    return VictimSearch(tuple(sorted(found, key=lambda c: c.key)), skipped, skipped_bound)
+                best_key = best.key if best.protected == 0 else None
+    found.sort(key=lambda c: c.key)
+    return VictimSearch(tuple(found), skipped, skipped_bound if skipped else None)
