@@ -53,19 +53,25 @@ class HostState:
         return self.mark_prefix[1] if self.reclaimable_gpus else None
 
     def least_candidate_id(
-        self, started_by: Timestamp, costs_at_most: Callable[[Timestamp, Timestamp, int], bool]
+        self,
+        started_by: Timestamp,
+        stop_at: str,
+        gpu_floor: Callable[[Timestamp, Timestamp, Timestamp], int] | None,
+        now: Timestamp,
+        cost_limit: int,
     ) -> str:
-        """The least id among the allocations here that started by `started_by` and that
-        `costs_at_most` (given start, mark and GPUs) does not rule out; if none, a string that
-        sorts after any id (no victim set here can then tie on cost)."""
-        return next(
-            (
-                alloc_id
-                for alloc_id, start, mark, gpus in self.candidate_marks
-                if start <= started_by and costs_at_most(start, mark, gpus)
-            ),
-            LAST_ID,
-        )
+        """A floor on the least id among the allocations here that started by `started_by` and
+        whose `gpu_floor` (per GPU, given mark, start and now) does not put them above
+        `cost_limit`; if none, a string that sorts after any id. The walk stops at the first
+        id from `stop_at` on: a floor that high is all the caller needs to know."""
+        for alloc_id, start, mark, gpus in self.candidate_marks:
+            if alloc_id >= stop_at:
+                return alloc_id
+            if start <= started_by and (
+                gpu_floor is None or gpus * gpu_floor(mark, start, now) <= cost_limit
+            ):
+                return alloc_id
+        return LAST_ID
 
     def fewest_victims(self, deficit: int) -> int:
         """The fewest reclaimable allocations that together free `deficit` GPUs (at least 1)."""

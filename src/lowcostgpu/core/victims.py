@@ -266,25 +266,15 @@ def _tail_floor(
     started_by: Timestamp,
     gpu_floor: GpuFloor | None,
     now: Timestamp,
-    best_key: _Key | None,
+    best_key: _Key,
 ) -> tuple[int, Timestamp, tuple[str, ...]]:
-    """What any unprotected victim set freeing `deficit` GPUs on `host` that ties with `best`
-    on cost is at least on the rest of the key: the fewest victims that can, the least recent
-    interruption among the candidates, and the least id among those started by `started_by`
-    that can cost as little as `best` (in a tie no member costs more than the whole set)."""
-
-    def costs_at_most(start: Timestamp, mark: Timestamp, gpus: int) -> bool:
-        return (
-            gpu_floor is None
-            or best_key is None
-            or gpus * gpu_floor(mark, start, now) <= best_key[1]
-        )
-
-    return (
-        host.fewest_victims(deficit),
-        host.min_candidate_interrupted_at,
-        (host.least_candidate_id(started_by, costs_at_most),),
-    )
+    """What any unprotected victim set freeing `deficit` GPUs on `host` that ties on cost with
+    the best choice (`best_key`) is at least on the rest of the key: the fewest victims that
+    can, the least recent interruption among the candidates, and the least id among those
+    started by `started_by` that can cost as little as the best (in a tie no member costs more
+    than the whole set)."""
+    least_id = host.least_candidate_id(started_by, best_key[4][0], gpu_floor, now, best_key[1])
+    return (host.fewest_victims(deficit), host.min_candidate_interrupted_at, (least_id,))
 
 
 def _beaten(best_key: _Key | None, bound: int, tail: tuple[object, ...]) -> bool:
@@ -336,10 +326,13 @@ def choose_victims(
                 recency = upcoming.min_candidate_interrupted_at
                 # Where the order bound ties with the best cost, the tail is checked before
                 # the bound: with a capped cost most hosts tie, and most lose on the tail.
-                if _beaten(best_key, order, (fewest, recency)) or _beaten(
-                    best_key,
-                    order,
-                    _tail_floor(upcoming, deficit, cutoff, gpu_floor, now, best_key),
+                if best_key is not None and (
+                    _beaten(best_key, order, (fewest, recency))
+                    or _beaten(
+                        best_key,
+                        order,
+                        _tail_floor(upcoming, deficit, cutoff, gpu_floor, now, best_key),
+                    )
                 ):
                     skipped, skipped_bound = skipped + 1, min(skipped_bound, order)
                 else:
@@ -358,7 +351,9 @@ def choose_victims(
             heap.clear()
             continue
         deficit = gpus_needed - state.free
-        if _beaten(best_key, bound, _tail_floor(state, deficit, cutoff, gpu_floor, now, best_key)):
+        if best_key is not None and _beaten(
+            best_key, bound, _tail_floor(state, deficit, cutoff, gpu_floor, now, best_key)
+        ):
             skipped, skipped_bound = skipped + 1, min(skipped_bound, bound)  # ties, and loses
             continue
         choice = cheapest_on_host(state, gpus_needed, now, policy, min_runtime_s, shield)
