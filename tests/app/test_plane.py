@@ -169,3 +169,13 @@ def test_a_standby_server_decides_nothing() -> None:
     with pytest.raises(Unavailable, match="standby"):
         w.plane.launch(interruptible())
     assert w.store.instances() == []
+
+
+def test_a_volume_made_at_launch_is_recorded_as_an_event_once() -> None:
+    w = World()
+    w.plane.launch(interruptible(gpus=1, volume="ckpts:50GB"))
+    w.plane.launch(interruptible(gpus=1, volume="ckpts:50GB"))  # the same volume: no new event
+    created = [e for e in w.store.events() if e.reason is Reason.VOLUME_CREATED]
+    assert [(e.object_kind, e.object_id, e.data["size_gb"]) for e in created] == [
+        ("volume", "ckpts", 50)
+    ]

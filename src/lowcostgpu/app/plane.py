@@ -52,7 +52,7 @@ from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import CapacityClass, Host, Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import Conflict, StaleWrite, Unavailable
-from lowcostgpu.domain.events import Reason
+from lowcostgpu.domain.events import Reason, event_type_of
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.clock import Clock, IdSource
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
@@ -131,11 +131,13 @@ class ControlPlane(ClusterRequests):
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             step = engine.launch(state, spec, now, self.config.scheduler)
-            volumes = []
+            volumes, events = [], []
             if record.volume_name and (record.account_id, record.volume_name) not in known_volumes:
                 size_gb = record.volume_size_gb or 0
                 volumes.append(VolumeRecord(record.account_id, record.volume_name, size_gb, now))
-            return Decision(step, {instance_id: _stamped(record, now)}, Commit(volumes=volumes))
+                events.append(_volume_created(record.account_id, record.volume_name, size_gb, now))
+            extra = Commit(volumes=volumes, events=events)
+            return Decision(step, {instance_id: _stamped(record, now)}, extra)
 
         self._decide(decide)
         return self.store.instance(instance_id)
@@ -336,6 +338,20 @@ class ControlPlane(ClusterRequests):
         if state.status not in lifecycle.DRAINING:
             return None
         return interruption_notice(state.notice_at, state.deadline)
+
+
+def _volume_created(account_id: str, name: str, size_gb: int, now: Timestamp) -> EventRecord:
+    return EventRecord(
+        key=f"event:volume:{account_id}/{name}:{Reason.VOLUME_CREATED}:{now}",
+        at=now,
+        account_id=account_id,
+        object_kind="volume",
+        object_id=name,
+        type=event_type_of(Reason.VOLUME_CREATED),
+        reason=Reason.VOLUME_CREATED,
+        message=f"volume {name} created ({size_gb} GB); storage is billed while it exists",
+        data={"size_gb": size_gb},
+    )
 
 
 def volume_key(account_id: str, name: str) -> str:

@@ -31,6 +31,7 @@ class Reason(StrEnum):
     TARGET_MET = "TargetMet"
     TARGET_UNMET = "TargetUnmet"
     BALANCE_LOW = "BalanceLow"
+    VOLUME_CREATED = "VolumeCreated"
     WEBHOOK_DISABLED = "WebhookDisabled"
     WEBHOOK_ENABLED = "WebhookEnabled"
 
