@@ -283,6 +283,20 @@ def _beaten(best_key: _Key | None, bound: int, tail: tuple[object, ...]) -> bool
     return best_key is not None and (bound, *tail) > best_key[1 : 2 + len(tail)]
 
 
+def _loses_on_first_id(
+    best_key: _Key, order: int, fewest: int, recency: Timestamp, host: HostState
+) -> bool:
+    """The quick form of the tie check, for most tied hosts: its least candidate id of all
+    already sorts after the best set's first id (no walk over the candidates)."""
+    marks = host.candidate_marks
+    return (
+        order == best_key[1]
+        and (fewest, recency) >= best_key[2:4]
+        and bool(marks)
+        and marks[0][0] > best_key[4][0]
+    )
+
+
 def choose_victims(
     hosts_by_mark: Iterable[HostState],
     gpus_needed: int,
@@ -317,7 +331,7 @@ def choose_victims(
     order = 0 if upcoming is None else policy.order_bound(upcoming, min_deficit, now)
     while heap or upcoming is not None:
         if upcoming is not None and (not heap or order < heap[0][0]):
-            if _beaten(best_key, order, ()):  # so is every later host in the stream
+            if best_key is not None and order > best_key[1]:  # so is every later host
                 skipped, skipped_bound, upcoming = skipped + 1, min(skipped_bound, order), None
                 continue
             deficit = gpus_needed - upcoming.free
@@ -328,6 +342,7 @@ def choose_victims(
                 # the bound: with a capped cost most hosts tie, and most lose on the tail.
                 if best_key is not None and (
                     _beaten(best_key, order, (fewest, recency))
+                    or _loses_on_first_id(best_key, order, fewest, recency, upcoming)
                     or _beaten(
                         best_key,
                         order,
