@@ -8,7 +8,8 @@ pods) and departures follows. A *decision* is one call of the pure core (on-dema
 with victim choice, or one queue pass for a pool after GPUs were freed) together with applying
 its plan to the snapshot. The last line printed is `decisions/s=… p50_ms=… p99_ms=…`.
 
-Run: `make bench` (or `.venv/bin/python bench/scheduler.py --events 20000`).
+Run: `make bench` (or `.venv/bin/python bench/scheduler.py --events 20000`); `--policy NAME`
+measures another victim policy (`core.policies.POLICY_NAMES`; the default is the scheduler's).
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ class SchedulerConfig:
     backfill_window: int = 1000
     # How victims are chosen: by default the work they would lose (DESIGN.md §1). The fairness
     # policy (`core.fairness`, `fair-least-work-lost`) is available by name but is not the
-    # default yet: it does not meet its targets (docs/simulation.md) and is ~2× slower on the
-    # scheduler benchmark, with a p99 above its target (docs/performance.md).
+    # default yet: it does not meet its lost-work target (docs/simulation.md); it is about half as
+    # fast on the scheduler benchmark (docs/performance.md).
     policy: VictimPolicy = field(default=LEAST_WORK_LOST)
 
     def __post_init__(self) -> None:
