@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from random import Random
 
 import pytest
 from fleet_builders import alloc, host, on_demand
@@ -185,3 +186,27 @@ def test_the_preempted_reason_gives_lost_work_history_and_alternatives() -> None
 def test_negative_parameters_are_refused(field: str) -> None:
     with pytest.raises(InvalidRequest, match=field):
         FairLeastWorkLost(**{field: -1})
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(2, 40), st.booleans())
+def test_among_many_hosts_that_tie_on_cost_the_tie_break_decides_exactly(
+    rng: Random, hosts: int, costly_small_ids: bool
+) -> None:
+    """Every host holds an old non-reporter (all cost the capped estimate, a tie); the search
+    skips tied hosts by cached summaries, yet the winner is the one the whole key names."""
+    names = [f"n{i:03d}" for i in range(hosts)]
+    rng.shuffle(names)
+    allocations = []
+    for i, name in enumerate(names):
+        h = f"h{i:03d}"
+        allocations.append(alloc(name, h, {0}, started_at=NOW - 5000))
+        # A lower id on the same host that costs more (an old checkpoint) or is still protected.
+        other = alloc(f"a{name}", h, {1}, started_at=NOW - (5000 if costly_small_ids else 100))
+        allocations.append(
+            replace(other, last_checkpoint_at=NOW - 4000 if costly_small_ids else None)
+        )
+    snap = FleetSnapshot.build([host(f"h{i:03d}", 2) for i in range(hosts)], allocations)
+    config = SchedulerConfig(min_runtime_s=300, policy=POLICY)
+    (pre,) = place_on_demand(snap, on_demand("od"), NOW, config).preemptions
+    assert pre.subject_id == min(names)
