@@ -70,6 +70,7 @@ def _greet(options: ServeOptions, running: Running, say: Callable[[str], None]) 
         say("admin key: the one printed at the first start (or restart with --admin-key)")
     say("Try:")
     say(f"  lowcostgpu login --url {options.url} --admin-key ADMIN_KEY --create-account me")
+    say("  lowcostgpu topup ACCOUNT_ID 20.00   # the prepaid balance (login prints ACCOUNT_ID)")
     say("  lowcostgpu prices · lowcostgpu launch --gpu a100-sxm4 --template pytorch --wait")
     say("Or watch the whole seed session for real in a throw-away plane: lowcostgpu demo")
 
