@@ -45,6 +45,9 @@ class ReconcileLoop:
         except LowcostgpuError as exc:
             log.warning("tick failed, retrying: %s", exc)
             return None
+        except Exception:  # a bug must not stop the control plane: log it, tick again
+            log.exception("tick failed unexpectedly, retrying")
+            return None
         self.ticks += 1
         return wake_at
 
