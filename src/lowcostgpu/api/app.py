@@ -37,6 +37,8 @@ OPTIONAL_ROUTERS = (
     "lowcostgpu.api.clusters",
     "lowcostgpu.api.routes_events",
     "lowcostgpu.api.routes_webhooks",
+    "lowcostgpu.api.routes_operator",
+    "lowcostgpu.console.web",
 )
 
 STATUS_OF: list[tuple[type[errors.LowcostgpuError], int]] = [

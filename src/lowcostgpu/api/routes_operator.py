@@ -1,0 +1,61 @@
+"""The operator's view of the fleet (admin key only): what the console's Fleet page plots.
+
+`GET /v1/operator/fleet` — pools now (GPUs, free, on-demand vs interruptible, queue depth), the
+interruption statistics per GPU type, and per time bucket of a window: GPU-seconds on-demand vs
+interruptible and the utilisation they make, reclaims, revenue. Aggregates and accounts' totals
+only; an account key gets 403 like every admin endpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from fractions import Fraction
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from lowcostgpu.api.context import Admin, Ctx
+from lowcostgpu.app import operator_stats as stats
+from lowcostgpu.app import queries
+
+router = APIRouter(prefix="/v1/operator", tags=["admin"])
+
+
+@router.get("/fleet")
+def operator_fleet(
+    ctx: Ctx,
+    _: Admin,
+    window_s: Annotated[int, Query(ge=60, le=90 * 86400, description="how far back")] = 86400,
+    bucket_s: Annotated[int, Query(ge=60, le=90 * 86400, description="one point per")] = 3600,
+) -> dict[str, Any]:
+    """Pools, interruptions per GPU type, and the fleet over time (utilisation, reclaims,
+    revenue per bucket); amounts are decimal strings."""
+    plane = ctx.plane
+    window = stats.Window.ending(plane.clock.now(), window_s, bucket_s)
+    gpus = stats.fleet_gpus(plane)
+    capacity_s = max(1, gpus * bucket_s)
+    buckets = stats.series(plane, window)
+    return {
+        "now": plane.clock.now(),
+        "window": {"start": window.start, "end": window.end, "bucket_s": bucket_s},
+        "gpus": gpus,
+        "accounts": len(plane.store.accounts()),
+        "instances": stats.instance_counts(plane),
+        "pools": [asdict(p) for p in queries.pools(plane)],
+        "interruptions": queries.interruption_statistics(plane),
+        "revenue_total": stats.shown(stats.revenue_total(plane)),
+        "revenue_window": stats.shown(sum((b.revenue for b in buckets), Fraction(0))),
+        "reclaims_window": sum(b.reclaims for b in buckets),
+        "series": [
+            {
+                "start": b.start,
+                "on_demand_gpu_s": round(b.on_demand_gpu_s, 3),
+                "interruptible_gpu_s": round(b.interruptible_gpu_s, 3),
+                "utilisation_on_demand": round(b.on_demand_gpu_s / capacity_s, 4),
+                "utilisation_interruptible": round(b.interruptible_gpu_s / capacity_s, 4),
+                "reclaims": b.reclaims,
+                "revenue": stats.shown(b.revenue),
+            }
+            for b in buckets
+        ],
+    }

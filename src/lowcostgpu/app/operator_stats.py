@@ -1,0 +1,119 @@
+"""What the operator's console shows about the fleet over time: utilisation on-demand vs
+interruptible, reclaims, revenue, per time bucket, computed from what the store already keeps.
+
+Usage records (closed metering intervals) are spread over the buckets they overlap in proportion
+to the overlap, so a bucket's GPU-seconds are what was metered in it; reclaims are `Preempted`
+events (instances and cluster nodes); revenue is the rated usage (the amount each record was
+charged), exact, rounded to 1/10000 $ per bucket for display.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
+from fractions import Fraction
+
+from lowcostgpu.app.plane import ControlPlane
+from lowcostgpu.core.metering import UsageRecord
+from lowcostgpu.core.rating import exact_amount
+from lowcostgpu.domain.capacity import CapacityClass, Timestamp
+from lowcostgpu.domain.errors import InvalidRequest
+from lowcostgpu.domain.events import Reason
+
+MAX_BUCKETS = 1000
+MIN_BUCKET_S = 60
+SHOWN = Decimal("0.0001")
+
+
+@dataclass
+class Bucket:
+    """One time bucket [start, start + bucket_s) of the whole fleet."""
+
+    start: Timestamp
+    on_demand_gpu_s: float = 0.0
+    interruptible_gpu_s: float = 0.0
+    storage_gb_s: float = 0.0
+    reclaims: int = 0
+    revenue: Fraction = field(default_factory=Fraction)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    start: Timestamp
+    end: Timestamp
+    bucket_s: int
+
+    @classmethod
+    def ending(cls, now: Timestamp, window_s: int, bucket_s: int) -> Window:
+        """The `window_s` before now, in whole buckets aligned to `bucket_s`."""
+        if bucket_s < MIN_BUCKET_S or window_s < bucket_s:
+            raise InvalidRequest(
+                f"bucket_s must be at least {MIN_BUCKET_S} and at most window_s",
+                hint="e.g. window_s=86400&bucket_s=3600",
+            )
+        if window_s // bucket_s > MAX_BUCKETS:
+            raise InvalidRequest(
+                f"window_s / bucket_s is {window_s // bucket_s}, more than {MAX_BUCKETS} buckets",
+                hint="take larger buckets or a shorter window",
+            )
+        end = (now // bucket_s + 1) * bucket_s
+        return cls(end - (window_s // bucket_s) * bucket_s, end, bucket_s)
+
+    def buckets(self) -> list[Bucket]:
+        return [Bucket(t) for t in range(self.start, self.end, self.bucket_s)]
+
+
+def fleet_gpus(plane: ControlPlane) -> int:
+    return sum(h.gpu_count for h in plane.hosts)
+
+
+def series(plane: ControlPlane, window: Window) -> list[Bucket]:
+    """The fleet's buckets in `window`: metered usage, revenue and reclaims in each."""
+    buckets = window.buckets()
+    for record in plane.store.usage():
+        _spread(record, buckets, window, exact_amount(record, plane.catalog))
+    for event in plane.store.events(limit=10_000_000):
+        if event.reason is Reason.PREEMPTED and window.start <= event.at < window.end:
+            buckets[(event.at - window.start) // window.bucket_s].reclaims += 1
+    return buckets
+
+
+def _spread(record: UsageRecord, buckets: list[Bucket], window: Window, amount: Fraction) -> None:
+    length = record.interval_end - record.interval_start
+    if length <= 0:
+        return
+    first = max(0, (record.interval_start - window.start) // window.bucket_s)
+    for bucket in buckets[first:]:
+        if bucket.start >= record.interval_end:
+            break
+        overlap = min(record.interval_end, bucket.start + window.bucket_s) - max(
+            record.interval_start, bucket.start
+        )
+        if overlap <= 0:
+            continue
+        share = Fraction(overlap, length)
+        quantity = float(record.quantity_s * share)
+        if record.kind == "storage":
+            bucket.storage_gb_s += quantity
+        elif record.capacity_class is CapacityClass.ON_DEMAND:
+            bucket.on_demand_gpu_s += quantity
+        else:
+            bucket.interruptible_gpu_s += quantity
+        bucket.revenue += amount * share
+
+
+def shown(amount: Fraction) -> str:
+    """An exact amount as a decimal string rounded half-even to 1/10000 $."""
+    value = Decimal(amount.numerator) / Decimal(amount.denominator)
+    return f"{value.quantize(SHOWN, ROUND_HALF_EVEN):f}"
+
+
+def revenue_total(plane: ControlPlane) -> Fraction:
+    """Every usage record ever rated: what customers were charged in all."""
+    return sum((exact_amount(r, plane.catalog) for r in plane.store.usage()), Fraction(0))
+
+
+def instance_counts(plane: ControlPlane) -> dict[str, int]:
+    """Live instances by status (aggregates: no ids, no accounts)."""
+    return dict(sorted(Counter(str(s.state.status) for s in plane.store.instances()).items()))

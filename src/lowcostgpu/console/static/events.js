@@ -1,0 +1,52 @@
+// Events: the account's events, live (long-poll), filtered by object and reason.
+import { allEvents, follow } from "./api.js";
+import { card, clear, clock, h, link, table } from "./dom.js";
+
+const REASONS = ["Queued", "Scheduled", "Started", "Preempted", "Cordoned", "Killed", "Interrupted", "Requeued",
+  "Restarted", "CheckpointReported", "Succeeded", "Failed", "Stopping", "Stopped", "Deleted", "NodeAdded",
+  "NodeRemoved", "TargetMet", "TargetUnmet", "BalanceLow", "VolumeCreated", "WebhookDisabled", "WebhookEnabled"];
+const SHOWN = 300;
+
+function objectLink(e) {
+  if (e.object_kind === "instance") return link(`#/instances/${e.object_id}`, e.object_id);
+  if (e.object_kind === "cluster") return link(`#/clusters/${e.object_id}`, e.object_id);
+  return e.object_id;
+}
+
+export async function eventsPage(main, _id, { signal }) {
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const object = h("input", { name: "object", placeholder: "i-… or cluster id", value: params.get("object") || "" });
+  const reason = h("select", { name: "reason" }, h("option", { value: "" }, "any reason"),
+    REASONS.map((r) => h("option", { value: r, selected: r === params.get("reason") }, r)));
+  const apply = (e) => {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    if (object.value.trim()) q.set("object", object.value.trim());
+    if (reason.value) q.set("reason", reason.value);
+    location.hash = `#/events?${q}`;
+  };
+  const query = [...params.entries()].map(([k, v]) => `&${k}=${encodeURIComponent(v)}`).join("");
+  const events = await allEvents(query, signal);
+  const box = h("div");
+  const count = h("span", { class: "muted" });
+  const draw = () => {
+    count.textContent = `${events.length} event(s)${events.length > SHOWN ? `, the latest ${SHOWN} shown` : ""}`;
+    clear(box, table([
+      ["Seq", (e) => e.seq, "num"],
+      ["Time", (e) => clock(e.at)],
+      ["Type", (e) => e.type],
+      ["Reason", (e) => e.reason, "reason"],
+      ["Object", objectLink, "mono"],
+      ["Message", (e) => e.message],
+    ], events.slice(-SHOWN).reverse(), "No events match.", { id: "events", class: "events" }));
+    for (const [i, e] of events.slice(-SHOWN).reverse().entries()) {
+      if (e.type === "Warning") box.querySelectorAll("tbody tr")[i].classList.add("warning");
+    }
+  };
+  draw();
+  clear(main, h("h1", {}, "Events", h("span", { class: "live" }, "live")),
+    card(null, h("div", { class: "toolbar" },
+      h("form", { class: "inline", onsubmit: apply }, object, reason, h("button", { type: "submit" }, "Filter"),
+        h("a", { href: "#/events" }, "clear")), count), box));
+  follow(events.length ? events[events.length - 1].seq : 0, query, (page) => { events.push(...page); draw(); }, signal);
+}

@@ -1,0 +1,75 @@
+// The operator's pages (admin key): the fleet — pools, utilisation on-demand vs interruptible,
+// queue depth, reclaims, revenue, time between interruptions per GPU type — and the accounts.
+import { api } from "./api.js";
+import { card, clear, clock, duration, h, money, stat, table } from "./dom.js";
+import { barChart, lineChart } from "./plot.js";
+
+const WINDOWS = [["1h", 3600, 60, "last hour"], ["24h", 86400, 3600, "last 24 h"], ["7d", 7 * 86400, 6 * 3600, "last 7 days"]];
+const BLUE = "#1f6feb";
+const GREEN = "#1a9b5b";
+
+function capacityBar(p) {
+  const part = (n, color, name) => (n ? h("span", { style: `width:${(100 * n) / p.gpus}%;background:${color}`, title: `${name}: ${n}` }) : null);
+  return h("div", { class: "capbar" }, part(p.on_demand_gpus, BLUE, "on-demand"), part(p.interruptible_gpus, GREEN, "interruptible"));
+}
+
+function pools(list) {
+  return table([
+    ["Pool", (p) => [h("b", {}, p.gpu_type), h("div", { class: "muted" }, `${p.region} · ${p.hosts} host(s)`)]],
+    ["GPUs", (p) => p.gpus, "num"],
+    ["On-demand", (p) => p.on_demand_gpus, "num"],
+    ["Interruptible", (p) => p.interruptible_gpus, "num"],
+    ["Free", (p) => p.free_gpus, "num"],
+    ["In use", capacityBar],
+    ["Queue", (p) => `${p.queue_depth} (${p.queued_gpus} GPUs)`, "num"],
+  ], list, "No pools.", { id: "pools" });
+}
+
+export async function fleetPage(main, _id, { signal }) {
+  const choice = new URLSearchParams(location.hash.split("?")[1] || "").get("window") || "1h";
+  const [, windowS, bucketS, words] = WINDOWS.find(([k]) => k === choice) || WINDOWS[0];
+  const f = await api.get(`/v1/operator/fleet?window_s=${windowS}&bucket_s=${bucketS}`, { signal });
+  const xs = f.series.map((b) => b.start);
+  const label = (t) => new Date(t * 1000).toISOString().slice(bucketS >= 86400 ? 5 : 11, bucketS >= 86400 ? 10 : 16);
+  const held = f.pools.reduce((n, p) => n + p.on_demand_gpus + p.interruptible_gpus, 0);
+  const picker = h("span", { class: "sub" }, WINDOWS.map(([k, , , w]) =>
+    [h("a", { href: `#/fleet?window=${k}`, style: k === choice ? "font-weight:700" : null }, w), " "]));
+  clear(main, h("h1", {}, "Fleet", picker),
+    h("div", { class: "stats", id: "fleet-stats" },
+      stat("GPUs in use", `${held} / ${f.gpus}`, `${f.pools.length} pool(s)`),
+      stat("Queue depth", f.pools.reduce((n, p) => n + p.queue_depth, 0), "instances and nodes waiting"),
+      stat("Reclaims", f.reclaims_window, words),
+      stat("Revenue", money(f.revenue_window, 4), words),
+      stat("Revenue (all time)", money(f.revenue_total), `${f.accounts} account(s)`)),
+    card("Pools now", pools(f.pools)),
+    h("div", { class: "grid2" },
+      card(`Utilisation, ${words}`, lineChart({ series: [
+        { name: "on-demand", color: BLUE, points: f.series.map((b) => [b.start, 100 * b.utilisation_on_demand]) },
+        { name: "interruptible", color: GREEN, points: f.series.map((b) => [b.start, 100 * b.utilisation_interruptible]) },
+        { name: "total", color: "#5f6b7a", dashed: true, points: f.series.map((b) => [b.start, 100 * (b.utilisation_on_demand + b.utilisation_interruptible)]) },
+      ], yMax: 100, xFormat: label, yFormat: (v) => `${Math.round(v)}%` })),
+      card(`Reclaims per ${duration(bucketS)}`, barChart({ labels: xs.map(label),
+        stacks: [{ name: "reclaims (Preempted)", color: "#d1242f", values: f.series.map((b) => b.reclaims) }], yFormat: (v) => String(Math.round(v * 10) / 10) }))),
+    h("div", { class: "grid2" },
+      card(`Revenue per ${duration(bucketS)}`, barChart({ labels: xs.map(label),
+        stacks: [{ name: "rated usage", color: "#7c4dff", values: f.series.map((b) => Number(b.revenue)) }], yFormat: (v) => `$${v.toFixed(v < 1 ? 3 : 2)}` })),
+      card("Interruptions per GPU type", table([
+        ["GPU type", (s) => h("b", {}, s.gpu_type)],
+        ["Interruptions", (s) => s.interruptions, "num"],
+        ["Median time between", (s) => (s.median_time_between_interruptions_s === null ? "— (none twice yet)" : duration(s.median_time_between_interruptions_s)), "num"],
+      ], f.interruptions, "", { id: "interruptions" }),
+      h("p", { class: "muted" }, "Median time between two interruptions of the same instance, all time."),
+      h("h2", { style: "margin-top:14px" }, "Instances by state"),
+      table([["State", ([s]) => s], ["Instances", ([, n]) => n, "num"]], Object.entries(f.instances), "No live instances."))));
+}
+
+export async function accountsPage(main, _id, { signal }) {
+  const accounts = await api.get("/v1/accounts", { signal });
+  clear(main, h("h1", {}, "Accounts"), card(null, table([
+    ["Account", (a) => a.id, "mono"],
+    ["Name", (a) => a.name],
+    ["Balance", (a) => money(a.balance), "num"],
+    ["Created", (a) => clock(a.created_at)],
+  ], accounts, "No accounts yet: lowcostgpu accounts create NAME", { id: "accounts" })),
+  h("p", { class: "muted" }, "Top up with `lowcostgpu topup ACCOUNT AMOUNT` (money received outside lowcostgpu)."));
+}

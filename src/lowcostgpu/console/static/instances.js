@@ -1,0 +1,180 @@
+// Instances: the list (state, GPU, price/h, restarts, checkpoint, queue place/ETA) and one
+// instance's page: its timeline live (Preempted, checkpoint steps, resume), its logs and its bill.
+import { allEvents, api, ApiError, follow } from "./api.js";
+import { badge, card, clear, clock, duration, elapsed, h, link, money, problem, stat, table } from "./dom.js";
+import { timeline } from "./plot.js";
+
+const FINAL = new Set(["succeeded", "failed", "stopped", "deleted"]);
+const STATE_OF = {
+  Queued: "queued", Requeued: "queued", Scheduled: "running", Started: "running", Restarted: "running",
+  Preempted: "notice", Stopping: "notice", Interrupted: null, Succeeded: null, Failed: null, Stopped: null, Deleted: null,
+};
+const COLORS = { queued: "#e6b341", running: "#1a9b5b", notice: "#d1242f" };
+
+export function queueText(inst) {
+  if (!inst.queue) return "—";
+  const eta = inst.queue.eta_s === null ? "ETA unknown" : `ETA ${duration(inst.queue.eta_s)}`;
+  return `#${inst.queue.position} · ${eta}`;
+}
+
+function instanceRows(instances) {
+  return table([
+    ["Instance", (i) => link(`#/instances/${i.id}`, i.id), "mono"],
+    ["State", (i) => badge(i.status)],
+    ["GPU", (i) => `${i.gpus}× ${i.gpu}`],
+    ["Type", (i) => badge(i.type)],
+    ["Price/h", (i) => money(i.price_per_hour, 3), "num"],
+    ["Restarts", (i) => i.restart_count, "num"],
+    ["Checkpoint", (i) => (i.last_checkpoint_step ?? "—"), "num"],
+    ["Queue", queueText],
+    ["Volume", (i) => i.volume || "—", "mono"],
+    ["Created", (i) => clock(i.created_at)],
+  ], instances, "No instances yet. Launch one: lowcostgpu launch --gpu a100-sxm4 --template pytorch", { id: "instances" });
+}
+
+function volumes(instances) {
+  const seen = new Map();
+  for (const i of instances) if (i.volume) seen.set(i.volume, [...(seen.get(i.volume) || []), i]);
+  return table([
+    ["Volume", ([v]) => v, "mono"],
+    ["Used by", ([, list]) => list.map((i) => [link(`#/instances/${i.id}`, i.id), " "]), "mono"],
+  ], [...seen.entries()], "No volumes: launch with --volume NAME:SIZE to keep checkpoints across restarts.");
+}
+
+export async function instancesPage(main, _id, { signal }) {
+  const tableBox = h("div");
+  const volumeBox = h("div");
+  const statsBox = h("div", { class: "stats" });
+  const draw = async () => {
+    const all = await api.get("/v1/instances?all=true", { signal });
+    const live = all.filter((i) => i.status !== "deleted");
+    const count = (s) => live.filter((i) => i.status === s).length;
+    clear(statsBox,
+      stat("Running", count("running")), stat("Queued", count("queued")),
+      stat("Interruptions", live.reduce((n, i) => n + i.interruption_count, 0), "all instances"),
+      stat("GPU spend rate", money(live.filter((i) => i.status === "running").reduce((n, i) => n + Number(i.price_per_hour), 0), 3), "per hour, running now"));
+    clear(tableBox, instanceRows(live));
+    clear(volumeBox, volumes(all));
+  };
+  await draw();
+  clear(main, h("h1", {}, "Instances", h("span", { class: "live" }, "live")), statsBox,
+    card(null, tableBox), card("Volumes", volumeBox));
+  const events = await allEvents("", signal);
+  follow(events.length ? events[events.length - 1].seq : 0, "", draw, signal);
+}
+
+function spans(events, end) {
+  const out = [];
+  let open = null;
+  for (const e of events) {
+    if (!(e.reason in STATE_OF)) continue;
+    const state = STATE_OF[e.reason];
+    if (open && open.state === state) continue;
+    if (open) { open.to = e.at; out.push(open); open = null; }
+    if (state) open = { state, from: e.at, to: end };
+  }
+  if (open) out.push(open);
+  return out;
+}
+
+function marks(events) {
+  const out = [];
+  for (const e of events) {
+    if (e.reason === "CheckpointReported") out.push({ at: e.at, kind: "checkpoint", label: `checkpoint step ${e.data.step}` });
+    if (e.reason === "Preempted") out.push({ at: e.at, kind: "preempted", label: "Preempted" });
+    if (e.reason === "Restarted") out.push({ at: e.at, kind: "resumed", label: `resumed ${e.data.resume_step ?? "from start"}` });
+    if (e.reason === "Succeeded" || e.reason === "Failed" || e.reason === "Stopped") out.push({ at: e.at, kind: "ended", label: e.reason });
+  }
+  return out;
+}
+
+function details(e) {
+  const d = e.data || {};
+  if (e.reason === "CheckpointReported") return `step ${d.step}`;
+  if (e.reason === "Restarted") return `resumed from step ${d.resume_step ?? "—"} · restart ${d.restart_count}`;
+  if (e.reason === "Interrupted") return `last checkpoint step ${d.last_checkpoint_step ?? "—"}`;
+  if (e.reason === "Preempted" && d.deadline) return `deadline ${clock(d.deadline)}`;
+  return "";
+}
+
+function eventRows(inst, events) {
+  return table([
+    ["Time", (e) => elapsed(e.at - inst.created_at), "mono"],
+    ["Reason", (e) => e.reason, "reason"],
+    ["Message", (e) => e.message],
+    ["Details", details, "mono"],
+  ], [...events].reverse(), "No events yet.", { id: "timeline", class: "events" });
+}
+
+function header(inst, usage, actions) {
+  return [
+    h("h1", {}, inst.id, badge(inst.status), badge(inst.type), h("span", { class: "live" }, "live"), actions),
+    h("div", { class: "stats" },
+      stat("GPU", `${inst.gpus}× ${inst.gpu}`, inst.region),
+      stat("Price", `${money(inst.price_per_hour, 3)}/h`),
+      stat("Restarts", inst.restart_count, `${inst.interruption_count} interruption(s)`),
+      h("div", { class: "stat", id: "last-step" }, h("div", { class: "label" }, "Last checkpoint"),
+        h("div", { class: "value" }, inst.last_checkpoint_step ?? "—"), h("div", { class: "note" }, "step")),
+      stat("Queue", queueText(inst), inst.deadline ? `notice: stops by ${clock(inst.deadline)}` : null),
+      stat("Bill so far", money(usage.amount), `${(usage.gpu_seconds / 3600).toFixed(4)} GPU-h · exact ${money(usage.amount_exact, 4)}`)),
+  ];
+}
+
+function actionButtons(inst, redraw) {
+  const act = (label, fn, cls) => h("button", { class: cls, onclick: async (e) => {
+    e.target.disabled = true;
+    try { await fn(); } catch (err) { alert(err.message); }
+    await redraw();
+  } }, label);
+  return h("span", {},
+    FINAL.has(inst.status) || inst.status === "stopping" ? null : act("Stop", () => api.post(`/v1/instances/${inst.id}/stop`)),
+    inst.status === "stopped" ? act("Resume", () => api.post(`/v1/instances/${inst.id}/resume`)) : null,
+    inst.status === "deleted" ? null : act("Delete", () => api.del(`/v1/instances/${inst.id}`), "danger"));
+}
+
+export async function instancePage(main, id, { signal }) {
+  let inst;
+  try {
+    inst = await api.get(`/v1/instances/${encodeURIComponent(id)}`, { signal });
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) {
+      clear(main, h("h1", {}, "Instance not found"),
+        problem({ message: `No instance ${id} in your account (not found).`, hint: "The Instances page lists yours." }));
+      return;
+    }
+    throw err;
+  }
+  const events = await api.get(`/v1/instances/${inst.id}/events`, { signal });
+  const top = h("div");
+  const plot = h("div");
+  const list = h("div");
+  const logs = h("pre", { class: "logs", id: "logs" });
+  const draw = async () => {
+    const usage = await api.get(`/v1/instances/${inst.id}/usage`, { signal });
+    clear(top, header(inst, usage, actionButtons(inst, refresh)));
+    const end = FINAL.has(inst.status) ? Math.max(...events.map((e) => e.at)) : Math.max(Date.now() / 1000, ...events.map((e) => e.at));
+    clear(plot, timeline({ start: inst.created_at, end, spans: spans(events, end), marks: marks(events), colors: COLORS,
+      xFormat: (t) => elapsed(t - inst.created_at) }));
+    clear(list, eventRows(inst, events));
+  };
+  const refresh = async () => {
+    inst = await api.get(`/v1/instances/${inst.id}`, { signal });
+    await draw();
+  };
+  const readLogs = async () => {
+    try { logs.textContent = (await api.text(`/v1/instances/${inst.id}/logs?tail_bytes=16384`, { signal })) || "(no output yet)"; }
+    catch (err) { logs.textContent = err.message; }
+    logs.scrollTop = logs.scrollHeight;
+  };
+  await draw();
+  clear(main, top, card("Timeline", plot, list), card("Logs (latest run)", logs));
+  readLogs();
+  const timer = setInterval(() => { if (!FINAL.has(inst.status)) { readLogs(); draw().catch(() => {}); } }, 3000);
+  signal.addEventListener("abort", () => clearInterval(timer));
+  const after = events.length ? Math.max(...events.map((e) => e.seq)) : 0;
+  follow(after, `&object=${encodeURIComponent(inst.id)}`, async (page) => {
+    events.push(...page);
+    await refresh();
+    readLogs();
+  }, signal);
+}

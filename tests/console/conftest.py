@@ -1,0 +1,35 @@
+"""Fixtures of the console tests: one real server per module, a Chromium page per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from console_server import Server, chromium_or_skip, launch_browser, serving
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from serving(tmp_path_factory.mktemp("console"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium_or_skip()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        chromium = launch_browser(playwright)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors in the console: {errors}"

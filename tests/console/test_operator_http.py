@@ -1,0 +1,37 @@
+"""`GET /v1/operator/fleet`: the admin key gets the fleet over time; an account key gets 403."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from console_server import ADMIN_KEY, Server
+
+
+def _get(server: Server, key: str, query: str = "") -> httpx.Response:
+    headers = {"authorization": f"Bearer {key}"}
+    return httpx.get(f"{server.url}/v1/operator/fleet{query}", headers=headers)
+
+
+def test_the_admin_key_gets_pools_interruptions_and_a_series_per_bucket(server: Server) -> None:
+    answer = _get(server, ADMIN_KEY, "?window_s=3600&bucket_s=60")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert len(body["series"]) == 60
+    assert body["window"]["end"] - body["window"]["start"] == 3600
+    assert {p["gpu_type"] for p in body["pools"]} == {"a100-sxm4", "h100-sxm"}
+    assert body["gpus"] == 5
+    assert {s["gpu_type"] for s in body["interruptions"]} == {"a100-sxm4", "h100-sxm"}
+    assert set(body["series"][0]) >= {"utilisation_on_demand", "reclaims", "revenue"}
+
+
+def test_an_account_key_is_refused(server: Server) -> None:
+    _, key, _ = server.account("curious")
+    answer = _get(server, key)
+    assert (answer.status_code, answer.json()["code"]) == (403, "forbidden")
+
+
+@pytest.mark.parametrize(
+    "query", ["?bucket_s=30", "?window_s=60&bucket_s=120", "?window_s=864000&bucket_s=60"]
+)
+def test_a_window_without_sense_is_a_422_not_a_500(server: Server, query: str) -> None:
+    assert _get(server, ADMIN_KEY, query).status_code == 422
