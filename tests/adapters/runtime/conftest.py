@@ -1,4 +1,5 @@
-"""Harnesses that let one test suite drive real (LocalRuntime) and fake (FakeRuntime) workloads.
+"""Harnesses that let one test suite drive real (LocalRuntime), Kubernetes (KubernetesRuntime on
+a real kube-apiserver, the test playing the kubelet) and fake (FakeRuntime) workloads.
 
 Every local test ends with no workload group left, no live shim, and no zombie child of the test
 process: the fixture kills what a test left behind and then checks.
@@ -18,11 +19,14 @@ from typing import Any
 import pytest
 
 from lowcostgpu.adapters.fakes import FakeRuntime
+from lowcostgpu.adapters.kubernetes import Kube, KubernetesRuntime
+from lowcostgpu.adapters.kubernetes.objects import pod_name
 from lowcostgpu.adapters.local import LocalRuntime
 from lowcostgpu.adapters.local import shim as shim_files
 from lowcostgpu.ports.runtime import VolumeMount, WorkloadReport, WorkloadStart
 
 PROGRAM = Path(__file__).with_name("workload_program.py")
+sys.path.insert(0, str(Path(__file__).parents[1] / "kubernetes"))  # apiserver.py, kubelet.py
 MISSING_COMMAND = "/nonexistent/lowcostgpu-no-such-command"
 
 
@@ -155,6 +159,54 @@ class FakeHarness:
         pass
 
 
+class KubernetesHarness:
+    """Pods on a real API server, in a namespace of their own; the fake kubelet runs them."""
+
+    name = "kubernetes"
+
+    def __init__(self, serial: int) -> None:
+        from apiserver import require
+        from kubelet import FakeKubelet
+
+        server = require()
+        self.kube = Kube.from_kubeconfig(server.kubeconfig)
+        self.namespace = f"rt{os.getpid()}-{serial}"
+        self.kube.core.create_namespace({"metadata": {"name": self.namespace}})
+        if not self.kube.core.list_node(field_selector="metadata.name=h-1").items:
+            self.kube.core.create_node({"metadata": {"name": "h-1"}})  # the fleet's host
+        self.runtime = KubernetesRuntime(self.kube, namespace=self.namespace)
+        self.kubelet = FakeKubelet(self.kube.api).start()
+
+    def start(self, allocation_id: str, *extra: str, **kw: Any) -> WorkloadStart:
+        start = workload_start(allocation_id, ("python", "train.py", *extra), **kw)
+        self.runtime.start(start)
+        return start
+
+    def wait_running(self, allocation_id: str) -> None:
+        wait_phase(self.runtime, allocation_id, "running")
+
+    def finish(self, allocation_id: str, exit_code: int) -> None:
+        self.kubelet.finish(self.namespace, pod_name(allocation_id), exit_code)
+
+    def got_sigterm(self, allocation_id: str) -> bool:
+        key = f"{self.namespace}/{pod_name(allocation_id)}"
+        wait_for(lambda: key in self.kubelet.sigterm, timeout_s=5, what="SIGTERM of the pod")
+        return True
+
+    def process_count(self, allocation_id: str) -> int:
+        pods = self.kube.core.list_namespaced_pod(self.namespace).items
+        mine = [p for p in pods if p.metadata.name == pod_name(allocation_id)]
+        return sum(1 for p in mine if p.status.phase in ("Pending", "Running"))
+
+    def cleanup(self) -> None:
+        self.kubelet.stop()
+        assert not self.kubelet.errors, self.kubelet.errors
+        self.kube.close()
+
+
+_k8s_serial = iter(range(1, 10**6))
+
+
 def processes_mentioning(text: str) -> list[int]:
     """Live processes (not zombies) whose command line contains `text`."""
     found = []
@@ -192,11 +244,17 @@ def local(tmp_path: Path) -> Iterator[LocalHarness]:
     harness.cleanup()
 
 
-@pytest.fixture(params=["local", "fake"])
-def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalHarness | FakeHarness]:
-    h: LocalHarness | FakeHarness = (
-        LocalHarness(tmp_path) if request.param == "local" else FakeHarness()
-    )
+@pytest.fixture(params=["local", "fake", "kubernetes"])
+def harness(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[LocalHarness | FakeHarness | KubernetesHarness]:
+    h: LocalHarness | FakeHarness | KubernetesHarness
+    if request.param == "local":
+        h = LocalHarness(tmp_path)
+    elif request.param == "fake":
+        h = FakeHarness()
+    else:
+        h = KubernetesHarness(next(_k8s_serial))
     yield h
     h.cleanup()
 

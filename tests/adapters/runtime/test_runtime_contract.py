@@ -1,4 +1,5 @@
-"""The Runtime contract, run against LocalRuntime (real processes) and FakeRuntime alike."""
+"""The Runtime contract, run against LocalRuntime (real processes), KubernetesRuntime (pods on a
+real kube-apiserver) and FakeRuntime alike."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from conftest import (
     MISSING_COMMAND,
     FakeHarness,
+    KubernetesHarness,
     LocalHarness,
     report_of,
     wait_for,
@@ -17,7 +19,7 @@ from conftest import (
 
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 
-Harness = LocalHarness | FakeHarness
+Harness = LocalHarness | FakeHarness | KubernetesHarness
 
 
 @pytest.mark.parametrize("exit_code", [0, 3])

@@ -1,0 +1,189 @@
+"""Cluster nodes as Kubernetes Node objects: the node provider for the Kubernetes runtime.
+
+The core decides and emits `AddNode`, `CordonNode`, `SignalWorkload`/`KillWorkload` on the node's
+allocation, and `RemoveNode` (see `core.nodes`); this provider makes them true in the API server:
+
+- `AddNode`: a Node labelled `lowcostgpu.io/compute-class=standard|preemptible` and
+  `lowcostgpu.io/cluster=<id>`, tainted `lowcostgpu.io/preemptible=true:NoSchedule` when
+  preemptible, with `nvidia.com/gpu` capacity, marked Ready (the provider is the node's agent).
+- `CordonNode`: `spec.unschedulable`, the drain's deadline and reason as annotations, an
+  events.k8s.io/v1 Event (`Preempted`, Warning, in kube-system), and a first eviction pass.
+- the node's SIGTERM: an eviction pass (each pod with its grace, capped at the deadline);
+  every `reports()` (each loop tick) passes again, so PDB-blocked evictions are retried, also
+  after a restart of the control plane — the drain lives in the Node's annotations, not here.
+- the node's report: `exited` once a draining node holds no evictable pod, which ends the drain
+  in the core; `KillWorkload` at the deadline deletes what is left; `RemoveNode` deletes the Node.
+
+Every operation is idempotent: effects may be carried out again after a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from lowcostgpu.adapters.kubernetes import drain
+from lowcostgpu.adapters.kubernetes.client import Kube, already_exists
+from lowcostgpu.adapters.kubernetes.objects import (
+    ALLOCATION_ID,
+    ALLOCATION_LABEL,
+    DRAIN_DEADLINE,
+    DRAIN_REASON,
+    NODE_ID,
+    cluster_node,
+    digest,
+    node_event,
+    node_name,
+    node_status,
+    selector,
+)
+from lowcostgpu.core.nodes import DRAIN_PREEMPTED, NodeState
+from lowcostgpu.domain.errors import Conflict, NotFound
+from lowcostgpu.ports.runtime import Runtime, WorkloadReport
+from lowcostgpu.ports.store import OutboxEntry, Store
+
+log = logging.getLogger(__name__)
+
+
+class KubernetesNodes:
+    """The node provider (`ports.nodes.NodeProvider`) over one API server."""
+
+    def __init__(self, kube: Kube, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+        self.kube = kube
+        self.store = store
+        self.clock = clock
+
+    # -- effects -------------------------------------------------------------------------------
+
+    def carry_out(self, entry: OutboxEntry, runtime: Runtime) -> None:
+        p = entry.payload
+        match entry.kind:
+            case "AddNode":
+                self.add(p)
+            case "CordonNode":
+                self.cordon(str(p["node_id"]), entry.key)
+            case "RemoveNode":
+                self.remove(str(p["node_id"]))
+
+    def add(self, payload: Any) -> None:
+        body = cluster_node(payload)
+        name = body["metadata"]["name"]
+        try:
+            self.kube.call(self.kube.core.create_node, body, what=f"creating node {name}")
+        except Conflict as exc:
+            if not already_exists(exc):
+                raise
+        gpus = len(payload["gpu_indices"])
+        self.kube.call(
+            self.kube.core.patch_node_status,
+            name,
+            node_status(gpus, self.clock()),
+            what=f"marking node {name} Ready",
+        )
+
+    def cordon(self, node_id: str, effect_key: str) -> None:
+        name = node_name(node_id)
+        node = self._read(name)
+        state = self._state(node_id)
+        if node is None or state is None or state.deadline is None:
+            log.info("cordon of %s: the node is gone already", node_id)
+            return
+        annotations = {DRAIN_DEADLINE: str(state.deadline), DRAIN_REASON: state.drain_reason}
+        patch = {"metadata": {"annotations": annotations}, "spec": {"unschedulable": True}}
+        self.kube.call(self.kube.core.patch_node, name, patch, what=f"cordoning node {name}")
+        self._event(name, node.metadata.uid, state, effect_key)
+        self._drain(name, state.deadline)
+
+    def remove(self, node_id: str) -> None:
+        name = node_name(node_id)
+        drain.clear(self.kube, name)
+        with contextlib.suppress(NotFound):
+            self.kube.call(self.kube.core.delete_node, name, what=f"deleting node {name}")
+
+    # -- the node's allocation, as the runtime sees it -----------------------------------------
+
+    def node_of(self, allocation_id: str) -> Any | None:
+        """Our Node that holds `allocation_id`, if any."""
+        labels = {ALLOCATION_LABEL: digest(allocation_id)}
+        found = self.kube.call(
+            self.kube.core.list_node,
+            label_selector=selector("node", **labels),
+            what="looking up a node by allocation",
+        )
+        return next(iter(found.items), None)
+
+    def signal(self, node: Any) -> None:
+        """The node's SIGTERM: its pods are evicted (a cordon without deadline evicts nothing)."""
+        deadline = (node.metadata.annotations or {}).get(DRAIN_DEADLINE)
+        if deadline is not None:
+            self._drain(node.metadata.name, int(deadline))
+
+    def kill(self, node: Any) -> None:
+        drain.clear(self.kube, node.metadata.name)
+
+    def reports(self) -> list[WorkloadReport]:
+        """One report per Node of ours; a pass over draining ones (PDB retries)."""
+        found = self.kube.call(
+            self.kube.core.list_node, label_selector=selector("node"), what="listing our nodes"
+        )
+        return [self._report(node) for node in found.items]
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _report(self, node: Any) -> WorkloadReport:
+        annotations = node.metadata.annotations or {}
+        allocation_id, node_id = annotations.get(ALLOCATION_ID, ""), annotations.get(NODE_ID, "")
+        deadline = annotations.get(DRAIN_DEADLINE)
+        if deadline is None:
+            return WorkloadReport(allocation_id, node_id, "running")
+        left = self._drain(node.metadata.name, int(deadline))
+        if left:
+            return WorkloadReport(allocation_id, node_id, "running", reason=f"{left} pod(s) left")
+        return WorkloadReport(allocation_id, node_id, "exited", exit_code=0, reason="drained")
+
+    def _drain(self, name: str, deadline: int) -> int:
+        """An eviction pass; the number of evictable pods still on the node."""
+        seconds_left = deadline - int(self.clock())
+        drain.drain_pass(self.kube, name, seconds_left)
+        return sum(1 for pod in drain.pods_on(self.kube, name) if drain.evictable(pod))
+
+    def _event(self, name: str, uid: str, state: NodeState, effect_key: str) -> None:
+        preempted = state.drain_reason == DRAIN_PREEMPTED
+        grace = state.grace_period_s
+        if preempted:
+            why = f" for {state.preempted_for}" if state.preempted_for else ""
+            note = f"preempted{why}: pods are evicted with their grace, node removed in {grace} s"
+        else:
+            note = f"drained ({state.drain_reason}): pods are evicted, node removed in {grace} s"
+        body = node_event(
+            name,
+            uid,
+            reason="Preempted" if preempted else "Draining",
+            note=note,
+            key=effect_key,
+            at=self.clock(),
+            warning=preempted,
+        )
+        try:
+            self.kube.call(
+                self.kube.events.create_namespaced_event,
+                "kube-system",
+                body,
+                what=f"the Preempted event of node {name}",
+            )
+        except Conflict as exc:
+            if not already_exists(exc):  # a replayed effect: the event is there already
+                raise
+
+    def _read(self, name: str) -> Any | None:
+        try:
+            return self.kube.call(self.kube.core.read_node, name, what=f"reading node {name}")
+        except NotFound:
+            return None
+
+    def _state(self, node_id: str) -> NodeState | None:
+        nodes = self.store.nodes(include_removed=True)
+        return next((n.state for n in nodes if n.state.id == node_id), None)

@@ -1,0 +1,191 @@
+"""The Kubernetes runtime: an instance's run is a Pod; its interruption an eviction.
+
+- `start`: a Secret with the workload's environment (it holds the instance token), then a Pod
+  bound to the allocation's host (`spec.nodeName`: the control plane is the scheduler), asking
+  for `nvidia.com/gpu`, mounting the instance's PersistentVolumeClaim. A requeued run is a new
+  Pod (a new allocation) on the same claim.
+- `signal` (SIGTERM): an eviction with the pod's grace; the kubelet sends SIGTERM, and SIGKILL
+  when the grace is over. `kill`: a delete with grace 0.
+- `observe`: one LIST of our pods per call, mapped to reports (level-triggered). A finalizer
+  (`lowcostgpu.io/exit-report`) keeps an ended pod, and so its exit code, in the API server until
+  `forget`: a control plane that restarts finds every exit it has not taken in yet.
+- node allocations (cluster nodes, see `nodes.py`) are handed to the node provider.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from lowcostgpu.adapters.kubernetes import drain
+from lowcostgpu.adapters.kubernetes.client import Kube, already_exists
+from lowcostgpu.adapters.kubernetes.nodes import KubernetesNodes
+from lowcostgpu.adapters.kubernetes.objects import (
+    EXIT_FINALIZER,
+    check_allocation_id,
+    env_secret,
+    pod_name,
+    selector,
+    workload_pod,
+)
+from lowcostgpu.adapters.kubernetes.pods import report_of_pod
+from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound, Unavailable
+from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart
+
+log = logging.getLogger(__name__)
+DEFAULT_IMAGE = "python:3.11-slim"
+
+
+class KubernetesRuntime:
+    """`ports.runtime.Runtime` over one namespace of one API server."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        namespace: str = "default",
+        image: str = DEFAULT_IMAGE,
+        nodes: KubernetesNodes | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.image = image
+        self.nodes = nodes
+        self.clock = clock
+
+    def start(self, start: WorkloadStart) -> None:
+        check_allocation_id(start.allocation_id)
+        if not start.argv:
+            raise InvalidRequest(f"workload of {start.instance_id} has an empty command")
+        self._check_host(start.host_id)
+        secret = env_secret(start)
+        self._create(self.kube.core.create_namespaced_secret, secret, "its environment")
+        pod = workload_pod(start, image=self.image, env_secret=secret["metadata"]["name"])
+        self._create(self.kube.core.create_namespaced_pod, pod, f"pod {pod['metadata']['name']}")
+
+    def signal(self, allocation_id: str, signal: Literal["SIGTERM"]) -> None:
+        if signal != "SIGTERM":
+            raise InvalidRequest(f"signal {signal!r} is not supported", hint="send 'SIGTERM'")
+        pod = self._pod(allocation_id)
+        if pod is None:
+            if self.nodes is not None and (node := self.nodes.node_of(allocation_id)) is not None:
+                self.nodes.signal(node)
+            return
+        if _ended(pod) or pod.metadata.deletion_timestamp is not None:
+            return
+        grace = drain.grace_within(pod, 300)
+        if drain.evict(self.kube, pod, grace) == "blocked":  # our own pod: the notice wins
+            drain.delete_pod(self.kube, pod, grace)
+
+    def kill(self, allocation_id: str) -> None:
+        pod = self._pod(allocation_id)
+        if pod is None:
+            if self.nodes is not None and (node := self.nodes.node_of(allocation_id)) is not None:
+                self.nodes.kill(node)
+            return
+        if not _ended(pod) and pod.metadata.deletion_grace_period_seconds != 0:
+            drain.delete_pod(self.kube, pod, 0)
+
+    def observe(self) -> list[WorkloadReport]:
+        found = self.kube.call(
+            self.kube.core.list_namespaced_pod,
+            self.namespace,
+            label_selector=selector("workload"),
+            what=f"listing the workload pods in namespace {self.namespace}",
+        )
+        now = self.clock()
+        reports = [r for pod in found.items if (r := report_of_pod(pod, now)) is not None]
+        if self.nodes is not None:
+            reports += self.nodes.reports()
+        return sorted(reports, key=lambda r: r.allocation_id)
+
+    def forget(self, allocation_id: str) -> None:
+        check_allocation_id(allocation_id)
+        pod = self._pod(allocation_id)
+        if pod is not None:
+            report = report_of_pod(pod, self.clock())
+            if report is not None and report.phase in ("starting", "running"):
+                raise Conflict(
+                    f"workload {allocation_id} is still {report.phase}; it cannot be forgotten yet",
+                    hint="signal or kill it, and forget it once observe() reports it exited",
+                )
+            self.kube.retry_conflicts(lambda: self._release(allocation_id), what="forget")
+        self._delete(self.kube.core.delete_namespaced_secret, pod_name(allocation_id))
+
+    def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:
+        check_allocation_id(allocation_id)
+        name = pod_name(allocation_id)
+        if self._pod(allocation_id) is None:
+            raise NotFound(f"no workload {allocation_id} on this runtime")
+        try:
+            text = self.kube.call(
+                self.kube.core.read_namespaced_pod_log,
+                name,
+                self.namespace,
+                what=f"the log of pod {name}",
+            )
+        except (Unavailable, InvalidRequest) as exc:
+            raise Unavailable(
+                f"the log of workload {allocation_id} cannot be read now: {exc.message}",
+                hint="the kubelet of its node serves logs; check that the node is up",
+            ) from None
+        return str(text)[-max(0, tail_bytes) :] if tail_bytes else ""
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _check_host(self, host_id: str) -> None:
+        try:
+            self.kube.call(self.kube.core.read_node, host_id, what=f"reading node {host_id}")
+        except NotFound:
+            raise NotFound(
+                f"host {host_id} of the fleet is no node of the Kubernetes cluster at "
+                f"{self.kube.server}",
+                hint="name the fleet's hosts after the cluster's GPU nodes (`kubectl get nodes`)",
+            ) from None
+
+    def _create(self, create: Callable[..., Any], body: dict[str, Any], what: str) -> None:
+        try:
+            self.kube.call(create, self.namespace, body, what=f"creating {what}")
+        except Conflict as exc:
+            if not already_exists(exc):  # started before: nothing to do
+                raise
+
+    def _delete(self, delete: Callable[..., Any], name: str) -> None:
+        with contextlib.suppress(NotFound):
+            self.kube.call(delete, name, self.namespace, what=f"deleting {name}")
+
+    def _pod(self, allocation_id: str) -> Any | None:
+        name = pod_name(allocation_id)
+        try:
+            return self.kube.call(
+                self.kube.core.read_namespaced_pod, name, self.namespace, what=f"reading pod {name}"
+            )
+        except NotFound:
+            return None
+
+    def _release(self, allocation_id: str) -> None:
+        """Drop our finalizer (with the pod's resourceVersion: a 409 is retried), then delete."""
+        pod = self._pod(allocation_id)
+        if pod is None:
+            return
+        finalizers = [f for f in pod.metadata.finalizers or [] if f != EXIT_FINALIZER]
+        if finalizers != list(pod.metadata.finalizers or []):
+            meta = {"finalizers": finalizers, "resourceVersion": pod.metadata.resource_version}
+            self.kube.call(
+                self.kube.core.patch_namespaced_pod,
+                pod.metadata.name,
+                self.namespace,
+                {"metadata": meta},
+                _content_type="application/merge-patch+json",  # replaces the list: a 409 if stale
+                what=f"releasing pod {pod.metadata.name}",
+            )
+        if pod.metadata.deletion_timestamp is None:
+            drain.delete_pod(self.kube, pod, 0)
+
+
+def _ended(pod: Any) -> bool:
+    return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")

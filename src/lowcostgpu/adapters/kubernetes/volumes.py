@@ -1,0 +1,88 @@
+"""Volumes as PersistentVolumeClaims: they outlive pods, so a requeued run mounts the same data.
+
+`usage_bytes`: the Kubernetes API does not know how much of a volume is used (only the kubelet's
+stats endpoint does, per mounted pod), so it returns the claim's provisioned capacity
+(`status.capacity.storage`, else the requested size): an upper bound, which is also what the
+storage costs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from kubernetes.utils import parse_quantity as _parse_quantity
+
+from lowcostgpu.adapters.kubernetes.client import Kube, already_exists
+from lowcostgpu.adapters.kubernetes.objects import VOLUME_MOUNT_PATH, claim, claim_name
+from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
+from lowcostgpu.ports.runtime import VolumeMount
+
+
+def parse_quantity(quantity: str) -> int:
+    """A Kubernetes quantity ("10Gi", "1G") in bytes."""
+    return int(_parse_quantity(quantity))  # type: ignore[no-untyped-call]
+
+
+class KubernetesVolumes:
+    """`ports.runtime.Volumes` over PersistentVolumeClaims of one namespace."""
+
+    def __init__(self, kube: Kube, *, namespace: str = "default", storage_class: str | None = None):
+        self.kube = kube
+        self.namespace = namespace
+        self.storage_class = storage_class
+
+    def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
+        if size_gb < 1:
+            raise InvalidRequest(f"volume {name}: size must be ≥ 1 GB, got {size_gb}")
+        body = claim(account_id, name, size_gb, self.storage_class)
+        claim_id = body["metadata"]["name"]
+        try:
+            self.kube.call(
+                self.kube.core.create_namespaced_persistent_volume_claim,
+                self.namespace,
+                body,
+                what=f"creating the claim {claim_id} of volume {name}",
+            )
+        except Conflict as exc:
+            if not already_exists(exc):
+                raise
+            size_gb = self._requested_gb(claim_id)
+        return VolumeMount(name=claim_id, size_gb=size_gb, path=VOLUME_MOUNT_PATH)
+
+    def usage_bytes(self, account_id: str, name: str) -> int:
+        pvc = self._claim(account_id, name)
+        capacity = (pvc.status.capacity if pvc.status is not None else None) or {}
+        quantity = capacity.get("storage") or pvc.spec.resources.requests["storage"]
+        return parse_quantity(quantity)
+
+    def delete(self, account_id: str, name: str) -> None:
+        claim_id = claim_name(account_id, name)
+        with contextlib.suppress(NotFound):
+            self.kube.call(
+                self.kube.core.delete_namespaced_persistent_volume_claim,
+                claim_id,
+                self.namespace,
+                what=f"deleting the claim {claim_id} of volume {name}",
+            )
+
+    def _claim(self, account_id: str, name: str) -> Any:
+        claim_id = claim_name(account_id, name)
+        try:
+            return self.kube.call(
+                self.kube.core.read_namespaced_persistent_volume_claim,
+                claim_id,
+                self.namespace,
+                what=f"reading the claim {claim_id}",
+            )
+        except NotFound:
+            raise NotFound(f"volume {name} of account {account_id} does not exist") from None
+
+    def _requested_gb(self, claim_id: str) -> int:
+        pvc: Any = self.kube.call(
+            self.kube.core.read_namespaced_persistent_volume_claim,
+            claim_id,
+            self.namespace,
+            what=f"reading the claim {claim_id}",
+        )
+        return int(parse_quantity(pvc.spec.resources.requests["storage"]) // 2**30)
