@@ -34,11 +34,6 @@ def test_prices_are_exact_strings_and_interruptible_is_exactly_half(api: Api) ->
     assert by_gpu["h100-sxm"]["interruptible_per_gpu_hour"] == "0.84"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug, open: an on-demand instance resumed after a stop sometimes stays "
-    "`starting` (about 1 run in 2-5 on a real server); see the closing note of this session",
-)
 def test_instance_life_through_the_api_queue_eta_409_logs_stop_resume_delete(api: Api) -> None:
     _, user = api.account("life")
     first = user.launch(gpu="a100-sxm4", type="on-demand", gpus=2, command=HOLD)

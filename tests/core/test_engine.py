@@ -14,6 +14,7 @@ from lowcostgpu.core.engine import EngineState, LaunchSpec
 from lowcostgpu.core.lifecycle import (
     CheckpointReported,
     CompletionReported,
+    ResumeRequested,
     StopRequested,
     WorkloadExited,
     WorkloadStarted,
@@ -115,3 +116,25 @@ def test_a_user_stop_ends_in_stopped_without_requeue() -> None:
     assert step.state.instance("i").status is InstanceStatus.STOPPED
     assert list(step.state.fleet.tickets()) == []
     assert list(step.state.fleet.allocations()) == []
+
+
+@pytest.mark.parametrize(
+    "resume_at", [20, 21]
+)  # the same second as the first run's stop, and after
+def test_a_run_resumed_in_the_same_second_gets_its_own_allocation_and_start(resume_at: int) -> None:
+    """A start effect is keyed by allocation: a shared id would make the resumed run's start look
+    already done, and the instance would stay `starting` for ever."""
+    state = EngineState(FleetSnapshot.build([host("h1", 1)]))
+    step = engine.launch(state, LaunchSpec("i", POOL, 1, ODC), 20, CONFIG)
+    first = next(e for e in step.effects if isinstance(e, StartWorkload))
+    step = engine.report(step.state, "i", WorkloadStarted(), 20, CONFIG)
+    step = engine.report(step.state, "i", StopRequested(), 20, CONFIG)
+    step = engine.report(step.state, "i", WorkloadExited(0), 20, CONFIG)
+    step = engine.report(step.state, "i", ResumeRequested(), resume_at, CONFIG)
+    second = next(e for e in step.effects if isinstance(e, StartWorkload))
+    assert second.allocation_id != first.allocation_id
+    assert second.effect_key != first.effect_key
+    assert step.state.instance("i").allocation_id == second.allocation_id
+    assert [a.id for a in step.state.fleet.allocations()] == [second.allocation_id]
+    rebuilt = engine.state_from_instances([host("h1", 1)], [step.state.instance("i")])
+    assert [a.id for a in rebuilt.fleet.allocations()] == [second.allocation_id]

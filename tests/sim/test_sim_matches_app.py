@@ -36,7 +36,7 @@ def test_the_simulator_and_the_app_loop_take_the_same_decisions() -> None:
     # A 2-GPU job saving every 100 s of work in 10 s; on-demand work takes its GPUs at 500.
     sim = run([job("ir", 0, 1000, 2, interval=100, cost=10), job("od", 500, 100, 2, OD)])
     app, app_metered = _play_in_the_app()
-    assert _runs(sim.instances["ir"]) == [("ir@0", 0, 500), ("ir@610", 610, 1200)]
+    assert _runs(sim.instances["ir"]) == [("ir@0", 0, 500), ("ir@610.1", 610, 1200)]
     assert _runs(sim.instances["od"]) == [("od@500", 510, 610)]
     for name in ("ir", "od"):
         assert _runs(app[name]) == _runs(sim.instances[name]), name

@@ -202,7 +202,10 @@ class Work:
 
     def carry_out(self, plan: Plan, now: Timestamp) -> None:
         """Apply a scheduler plan to the fleet and to every instance it names."""
-        self.fleet = apply_plan(self.fleet, plan, now)
+        allocation_ids = {
+            p.subject_id: self._allocation_id(p.subject_id, now) for p in plan.placements
+        }
+        self.fleet = apply_plan(self.fleet, plan, now, allocation_ids)
         for pre in plan.preemptions:
             reclaimed = lifecycle.Reclaimed(pre.for_subject, pre.lost_gpu_s, pre.reason)
             if pre.subject_id in self.instances:
@@ -210,7 +213,7 @@ class Work:
             elif pre.subject_id in self.nodes:
                 self.advance_node(pre.subject_id, reclaimed, now)
         for placement in plan.placements:
-            allocation_id = allocation_id_for(placement.subject_id, now)
+            allocation_id = allocation_ids[placement.subject_id]
             placed = lifecycle.Placed(
                 allocation_id, placement.host_id, placement.gpu_indices, placement.waits_for
             )
@@ -218,6 +221,10 @@ class Work:
                 self.advance(placement.subject_id, placed, now)
             elif placement.subject_id in self.nodes:
                 self.advance_node(placement.subject_id, placed, now)
+
+    def _allocation_id(self, subject_id: str, now: Timestamp) -> str:
+        inst = self.instances.get(subject_id)
+        return allocation_id_for(subject_id, now, inst.placement_count if inst else 0)
 
     def schedule(self, now: Timestamp, config: SchedulerConfig) -> None:
         """A queue pass; with clusters, between a reconcile and a second one that reports."""

@@ -285,21 +285,38 @@ def dequeue_placed(
     return snapshot.with_queue(pool, snapshot.queue(pool).removed(keys)) if keys else snapshot
 
 
-def allocation_id_for(subject_id: str, now: Timestamp) -> str:
-    """Deterministic allocation ids: a subject holds at most one allocation at a time."""
-    return f"{subject_id}@{now}"
+def allocation_id_for(subject_id: str, now: Timestamp, placement_number: int = 0) -> str:
+    """Deterministic allocation ids, unique per placement of a subject.
+
+    The time alone is not enough: an instance stopped and resumed within one second is placed
+    twice in that second, and the second run must not share the first one's id (its start effect
+    would be taken for the first one's, already done, and never carried out).
+    """
+    return (
+        f"{subject_id}@{now}" if placement_number == 0 else f"{subject_id}@{now}.{placement_number}"
+    )
 
 
 def placed_at(allocation_id: str) -> Timestamp:
     """When an allocation was placed, read back from its id."""
-    _, _, at = allocation_id.rpartition("@")
-    if not at.isdigit():
+    _, _, suffix = allocation_id.rpartition("@")
+    at, _, number = suffix.partition(".")
+    if not at.isdigit() or not (number == "" or number.isdigit()):
         raise InvalidRequest(f"not an allocation id: {allocation_id!r}")
     return int(at)
 
 
-def apply_plan(snapshot: FleetSnapshot, plan: Plan, now: Timestamp) -> FleetSnapshot:
-    """The snapshot after the plan: victims draining, placements holding their GPUs."""
+def apply_plan(
+    snapshot: FleetSnapshot,
+    plan: Plan,
+    now: Timestamp,
+    allocation_ids: Mapping[str, str] | None = None,
+) -> FleetSnapshot:
+    """The snapshot after the plan: victims draining, placements holding their GPUs.
+
+    `allocation_ids` names each placement's allocation by subject (the engine knows how often a
+    subject was placed before); a subject missing from it gets `allocation_id_for(subject, now)`.
+    """
     touched: dict[str, list[Allocation]] = {}
 
     def allocs_of(host_id: str) -> list[Allocation]:
@@ -314,7 +331,8 @@ def apply_plan(snapshot: FleetSnapshot, plan: Plan, now: Timestamp) -> FleetSnap
                 allocs[i] = replace(alloc, draining=True)
     placed_by_pool: dict[PoolKey, list[Placement]] = {}
     for placement in plan.placements:
-        allocs_of(placement.host_id).append(_allocation_for(placement, now))
+        allocation_id = (allocation_ids or {}).get(placement.subject_id)
+        allocs_of(placement.host_id).append(_allocation_for(placement, now, allocation_id))
         placed_by_pool.setdefault(placement.pool, []).append(placement)
     result = snapshot.with_host_allocations(touched) if touched else snapshot
     for pool, placed in placed_by_pool.items():
@@ -322,9 +340,11 @@ def apply_plan(snapshot: FleetSnapshot, plan: Plan, now: Timestamp) -> FleetSnap
     return result
 
 
-def _allocation_for(placement: Placement, now: Timestamp) -> Allocation:
+def _allocation_for(
+    placement: Placement, now: Timestamp, allocation_id: str | None = None
+) -> Allocation:
     return Allocation(
-        id=allocation_id_for(placement.subject_id, now),
+        id=allocation_id or allocation_id_for(placement.subject_id, now),
         subject_id=placement.subject_id,
         host_id=placement.host_id,
         pool=placement.pool,
