@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from lowcostgpu.app.clusters import NODE_EFFECTS, PlaceholderNodes
 from lowcostgpu.app.tokens import Tokens
-from lowcostgpu.domain.errors import LowcostgpuError
+from lowcostgpu.domain.errors import LowcostgpuError, Unavailable
+from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.runtime import Runtime, Volumes, WorkloadStart
 from lowcostgpu.ports.store import OutboxEntry, Store
 
@@ -35,14 +36,14 @@ class EffectRunner:
         volumes: Volumes,
         tokens: Tokens,
         metadata_url: str,
-        nodes: PlaceholderNodes | None = None,
+        nodes: NodeProvider | None = None,
     ) -> None:
         self.store = store
         self.runtime = runtime
         self.volumes = volumes
         self.tokens = tokens
         self.metadata_url = metadata_url
-        self.nodes = nodes or PlaceholderNodes()
+        self.nodes: NodeProvider = nodes or PlaceholderNodes()
 
     def run(self, entries: Sequence[OutboxEntry]) -> Outcome:
         outcome = Outcome()
@@ -50,7 +51,8 @@ class EffectRunner:
             try:
                 self._one(entry)
             except LowcostgpuError as exc:
-                if entry.kind != "StartWorkload":
+                # A runtime that cannot be reached now (Unavailable) fails no start: retried.
+                if entry.kind != "StartWorkload" or isinstance(exc, Unavailable):
                     log.warning("effect %s failed, will retry: %s", entry.key, exc)
                     continue
                 outcome.failed_starts.append((str(entry.payload["subject_id"]), str(exc)))

@@ -1,4 +1,8 @@
-"""`lowcostgpu serve`: the control plane on this machine — store, local runtime, loop and API."""
+"""`lowcostgpu serve`: the control plane on this machine — store, runtime, loop and API.
+
+The runtime is the local one (process groups on this machine) or Kubernetes (`--runtime
+kubernetes --kubeconfig FILE`: instances are pods, cluster nodes are Node objects; see
+docs/kubernetes.md)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,9 @@ from lowcostgpu.app.webhooks import WebhookPolicy, Webhooks
 from lowcostgpu.bootstrap.wiring import Wired, wire
 from lowcostgpu.core.metering import check_interval
 from lowcostgpu.domain.errors import ConfigError
+from lowcostgpu.ports.nodes import NodeProvider
+from lowcostgpu.ports.runtime import Runtime, Volumes
+from lowcostgpu.ports.store import Store
 
 MIN_FREE_BYTES = 64 * 2**20
 log = logging.getLogger(__name__)
@@ -39,6 +46,10 @@ class ServeOptions:
     admin_key: str | None = None  # None: keep the stored one, or make one at the first start
     allow_private_webhooks: bool = False  # webhooks to loopback/private addresses (tests, labs)
     webhook_policy: WebhookPolicy = field(default_factory=WebhookPolicy)
+    runtime: str = "local"  # local | kubernetes
+    kubeconfig: Path | None = None  # kubernetes: None is $KUBECONFIG or ~/.kube/config
+    namespace: str = "default"  # kubernetes: where instance pods and volume claims live
+    image: str | None = None  # kubernetes: the workload container image
 
     @property
     def url(self) -> str:
@@ -84,17 +95,44 @@ def webhooks_of(options: ServeOptions, wired: Wired) -> Webhooks:
     return Webhooks(wired.plane.store, sender, wired.plane.clock, options.webhook_policy)
 
 
-def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, LocalRuntime]:
+def runtime_of(
+    options: ServeOptions, data_dir: Path, store: Store
+) -> tuple[Runtime, Volumes, NodeProvider | None]:
+    """The runtime, volumes and node provider `--runtime` names."""
+    if options.runtime == "local":
+        return LocalRuntime(data_dir / "runtime"), LocalVolumes(data_dir), None
+    if options.runtime != "kubernetes":
+        raise ConfigError(
+            f"unknown runtime {options.runtime!r}", hint="use --runtime local or kubernetes"
+        )
+    from lowcostgpu.adapters.kubernetes import (
+        Kube,
+        KubernetesNodes,
+        KubernetesRuntime,
+        KubernetesVolumes,
+    )
+    from lowcostgpu.adapters.kubernetes.runtime import DEFAULT_IMAGE
+
+    kube = Kube.from_kubeconfig(options.kubeconfig)
+    kube.eviction_version()  # reach the server now: a clear error at start, not in the loop
+    nodes = KubernetesNodes(kube, store)
+    image = options.image or DEFAULT_IMAGE
+    runtime = KubernetesRuntime(kube, namespace=options.namespace, image=image, nodes=nodes)
+    return runtime, KubernetesVolumes(kube, namespace=options.namespace), nodes
+
+
+def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     check_interval(options.metering_interval_s)
     catalog = load_catalog(options.catalog)
     hosts = load_fleet(options.fleet, catalog)
     data_dir = prepare_data_dir(options.data_dir)
     store = SqlStore.open(options.db or f"sqlite:///{data_dir / 'lowcostgpu.db'}")
-    runtime = LocalRuntime(data_dir / "runtime")
+    runtime, volumes, nodes = runtime_of(options, data_dir, store)
     wired = wire(
         store=store,
         runtime=runtime,
-        volumes=LocalVolumes(data_dir),
+        volumes=volumes,
+        nodes=nodes,
         clock=SystemClock(),
         ids=RandomIds(),
         hosts=hosts,

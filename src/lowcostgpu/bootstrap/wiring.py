@@ -11,6 +11,7 @@ from lowcostgpu.app.tokens import Tokens
 from lowcostgpu.domain.capacity import Host
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.ports.clock import Clock, IdSource
+from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.runtime import Runtime, Volumes
 from lowcostgpu.ports.store import Store
 
@@ -34,10 +35,16 @@ def wire(
     secret: bytes,
     metadata_url: str,
     config: PlaneConfig | None = None,
+    nodes: NodeProvider | None = None,
 ) -> Wired:
     tokens = Tokens(secret)
     runner = EffectRunner(
-        store=store, runtime=runtime, volumes=volumes, tokens=tokens, metadata_url=metadata_url
+        store=store,
+        runtime=runtime,
+        volumes=volumes,
+        tokens=tokens,
+        metadata_url=metadata_url,
+        nodes=nodes,
     )
     plane = ControlPlane(
         store=store,

@@ -84,8 +84,20 @@ def serve(
     webhook_backoff_s: Annotated[
         float, typer.Option(help="first webhook retry delay; it doubles up to an hour")
     ] = 30.0,
+    runtime: Annotated[
+        str, typer.Option(help="local (processes here) or kubernetes (pods and Nodes)")
+    ] = "local",
+    kubeconfig: Annotated[
+        Path | None, typer.Option(help="kubernetes: kubeconfig file (default: $KUBECONFIG)")
+    ] = None,
+    namespace: Annotated[
+        str, typer.Option(help="kubernetes: namespace of instance pods and volume claims")
+    ] = "default",
+    image: Annotated[
+        str | None, typer.Option(help="kubernetes: container image of workloads")
+    ] = None,
 ) -> None:
-    """Run the control plane: store, reconcile loop, local runtime and the API."""
+    """Run the control plane: store, reconcile loop, runtime (local or Kubernetes), the API."""
     from lowcostgpu.api.server import serve as run_server
     from lowcostgpu.app.webhooks import WebhookPolicy
     from lowcostgpu.bootstrap.serve import ServeOptions
@@ -94,6 +106,7 @@ def serve(
         data_dir, db, fleet, catalog, host, port, metering_interval_s, admin_key,
         allow_private_webhooks=allow_private_webhooks,
         webhook_policy=WebhookPolicy(first_backoff_s=webhook_backoff_s),
+        runtime=runtime, kubeconfig=kubeconfig, namespace=namespace, image=image,
     )  # fmt: skip
     with _clear_errors():
         run_server(options, typer.echo)

@@ -31,6 +31,7 @@ class FakeKubelet:
         self.exit_on_sigterm = exit_on_sigterm  # True: workloads end at once on SIGTERM (0)
         self.log: list[tuple[str, str, float]] = []
         self.sigterm: set[str] = set()
+        self._sigterm_at: dict[str, float] = {}
         self._finished: set[str] = set()  # "namespace/name" whose final delete was made
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fake-kubelet", daemon=True)
@@ -75,10 +76,12 @@ class FakeKubelet:
             self._terminate(pod, 137, "ContainerStatusUnknown")
             return
         if state.terminated is None:
-            if key not in self.sigterm:
+            if key not in self.sigterm:  # the grace runs from here, as in a kubelet
                 self.sigterm.add(key)
+                self._sigterm_at[key] = time.monotonic()
                 self.log.append((pod.metadata.name, "SIGTERM", time.monotonic()))
-            due = pod.metadata.deletion_timestamp.timestamp() <= time.time()
+            grace = pod.metadata.deletion_grace_period_seconds or 0
+            due = time.monotonic() >= self._sigterm_at[key] + grace
             if self.exit_on_sigterm or due or pod.metadata.deletion_grace_period_seconds == 0:
                 code = 0 if self.exit_on_sigterm and not due else 137
                 self._terminate(pod, code, "Completed" if code == 0 else "Error")

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lowcostgpu.adapters.kubernetes import drain
+from lowcostgpu.adapters.kubernetes import drain, placement
 from lowcostgpu.adapters.kubernetes.client import Kube, already_exists
 from lowcostgpu.adapters.kubernetes.objects import (
     ALLOCATION_ID,
@@ -41,7 +41,7 @@ from lowcostgpu.adapters.kubernetes.objects import (
     selector,
 )
 from lowcostgpu.core.nodes import DRAIN_PREEMPTED, NodeState
-from lowcostgpu.domain.errors import Conflict, NotFound
+from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
 from lowcostgpu.ports.store import OutboxEntry, Store
 
@@ -55,6 +55,7 @@ class KubernetesNodes:
         self.kube = kube
         self.store = store
         self.clock = clock
+        self._explained: set[str] = set()  # pods whose Warning was posted by this process
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -125,11 +126,39 @@ class KubernetesNodes:
         drain.clear(self.kube, node.metadata.name)
 
     def reports(self) -> list[WorkloadReport]:
-        """One report per Node of ours; a pass over draining ones (PDB retries)."""
+        """One report per Node of ours; a pass over draining ones (PDB retries); pending pods
+        that can never land on our nodes get a Warning Event that says why."""
         found = self.kube.call(
             self.kube.core.list_node, label_selector=selector("node"), what="listing our nodes"
         )
+        self.explain_pending(found.items)
         return [self._report(node) for node in found.items]
+
+    def check_pod(self, namespace: str, name: str) -> None:
+        """`InvalidRequest` (what is wrong, what to do) if the pod can never land on our nodes."""
+        pod = self.kube.call(
+            self.kube.core.read_namespaced_pod, name, namespace, what=f"reading pod {name}"
+        )
+        found = self.kube.call(
+            self.kube.core.list_node, label_selector=selector("node"), what="listing our nodes"
+        )
+        placement.check_pod(pod, found.items)
+
+    def explain_pending(self, nodes: list[Any]) -> None:
+        pending: Any = self.kube.call(
+            self.kube.core.list_pod_for_all_namespaces,
+            field_selector="spec.nodeName=,status.phase=Pending",
+            what="listing unscheduled pods",
+        )
+        for pod in pending.items:
+            if pod.metadata.uid in self._explained or not placement.targets_our_nodes(pod):
+                continue
+            try:
+                placement.check_pod(pod, nodes)
+            except InvalidRequest as exc:
+                log.warning("%s", exc)
+                self._post(pod.metadata.namespace, placement.pod_event(pod, exc, self.clock()))
+                self._explained.add(pod.metadata.uid)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -167,15 +196,19 @@ class KubernetesNodes:
             at=self.clock(),
             warning=preempted,
         )
+        self._post("kube-system", body)
+
+    def _post(self, namespace: str, event: dict[str, Any]) -> None:
+        """Create an Event; one with its name there already (a replayed effect) is fine."""
         try:
             self.kube.call(
                 self.kube.events.create_namespaced_event,
-                "kube-system",
-                body,
-                what=f"the Preempted event of node {name}",
+                namespace,
+                event,
+                what=f"the {event['reason']} event {event['metadata']['name']}",
             )
         except Conflict as exc:
-            if not already_exists(exc):  # a replayed effect: the event is there already
+            if not already_exists(exc):
                 raise
 
     def _read(self, name: str) -> Any | None:
