@@ -35,3 +35,24 @@ def test_an_account_key_is_refused(server: Server) -> None:
 )
 def test_a_window_without_sense_is_a_422_not_a_500(server: Server, query: str) -> None:
     assert _get(server, ADMIN_KEY, query).status_code == 422
+
+
+def test_gpus_that_cluster_nodes_hold_are_counted_and_not_free(server: Server) -> None:
+    _, key, _ = server.account("nodes")
+    body = {
+        "gpu": "h100-sxm",
+        "gpus_per_node": 1,
+        "standard_nodes": 1,
+        "desired_preemptible_gpus": 1,
+    }
+    made = httpx.post(
+        f"{server.url}/v1/clusters", json=body, headers={"authorization": f"Bearer {key}"}
+    )
+    assert made.status_code == 201, made.text
+    pools = {p["gpu_type"]: p for p in _get(server, ADMIN_KEY).json()["pools"]}
+    h100 = pools["h100-sxm"]
+    assert (h100["node_standard_gpus"], h100["node_preemptible_gpus"]) >= (1, 1)
+    for pool in pools.values():
+        held = pool["on_demand_gpus"] + pool["interruptible_gpus"]
+        held += pool["node_standard_gpus"] + pool["node_preemptible_gpus"]
+        assert pool["free_gpus"] == pool["gpus"] - held

@@ -17,8 +17,25 @@ from fastapi import APIRouter, Query
 from lowcostgpu.api.context import Admin, Ctx
 from lowcostgpu.app import operator_stats as stats
 from lowcostgpu.app import queries
+from lowcostgpu.app.plane import ControlPlane
 
 router = APIRouter(prefix="/v1/operator", tags=["admin"])
+
+
+def _pools(plane: ControlPlane) -> list[dict[str, Any]]:
+    """The pools now, with the GPUs cluster nodes hold; free is what neither instances nor
+    nodes hold."""
+    nodes = stats.node_gpus(plane)
+    out = []
+    for pool in queries.pools(plane):
+        row = asdict(pool)
+        held = nodes.get((pool.region, pool.gpu_type), {"standard": 0, "preemptible": 0})
+        row["node_standard_gpus"] = held["standard"]
+        row["node_preemptible_gpus"] = held["preemptible"]
+        used = pool.on_demand_gpus + pool.interruptible_gpus + sum(held.values())
+        row["free_gpus"] = max(0, pool.gpus - used)
+        out.append(row)
+    return out
 
 
 @router.get("/fleet")
@@ -41,7 +58,7 @@ def operator_fleet(
         "gpus": gpus,
         "accounts": len(plane.store.accounts()),
         "instances": stats.instance_counts(plane),
-        "pools": [asdict(p) for p in queries.pools(plane)],
+        "pools": _pools(plane),
         "interruptions": queries.interruption_statistics(plane),
         "revenue_total": stats.shown(stats.revenue_total(plane)),
         "revenue_window": stats.shown(sum((b.revenue for b in buckets), Fraction(0))),

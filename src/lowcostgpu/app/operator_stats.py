@@ -114,6 +114,21 @@ def revenue_total(plane: ControlPlane) -> Fraction:
     return sum((exact_amount(r, plane.catalog) for r in plane.store.usage()), Fraction(0))
 
 
+def node_gpus(plane: ControlPlane) -> dict[tuple[str, str], dict[str, int]]:
+    """GPUs that cluster nodes hold per pool (region, GPU type), standard and preemptible: nodes
+    are not instances, so the pools' instance counts leave them out."""
+    held: dict[tuple[str, str], dict[str, int]] = {}
+    for stored in plane.store.nodes():
+        node = stored.state
+        if node.host_id is None:
+            continue  # still waiting in the queue: holds nothing
+        counts = held.setdefault(
+            (node.pool.region, node.pool.gpu_type), {"standard": 0, "preemptible": 0}
+        )
+        counts["preemptible" if node.preemptible else "standard"] += node.gpus
+    return held
+
+
 def instance_counts(plane: ControlPlane) -> dict[str, int]:
     """Live instances by status (aggregates: no ids, no accounts)."""
     return dict(sorted(Counter(str(s.state.status) for s in plane.store.instances()).items()))

@@ -2,7 +2,7 @@
 // one cluster: nodes with their compute-class, desired vs allocated preemptible GPUs over time,
 // and the target form.
 import { allEvents, api, ApiError, follow } from "./api.js";
-import { badge, card, clear, clock, elapsed, h, link, problem, stat, table } from "./dom.js";
+import { badge, card, clear, elapsed, h, link, problem, stat, table, when } from "./dom.js";
 import { lineChart } from "./plot.js";
 
 const num = (name, value, min) => h("input", { type: "number", name, value, min, step: 1, required: true, style: "width:110px" });
@@ -48,7 +48,7 @@ export async function clustersPage(main, _id, { signal }) {
       ["Standard nodes", (c) => c.standard_nodes, "num"],
       ["Preemptible GPUs", (c) => `${c.allocated_preemptible_gpus} of ${c.desired_preemptible_gpus}`, "num"],
       ["Target", (c) => (c.target_met === null ? "—" : badge(c.target_met ? "met" : "unmet", c.target_met ? "ready" : "warning"))],
-      ["Created", (c) => clock(c.created_at)],
+      ["Created", (c) => when(c.created_at)],
     ], clusters, "No clusters yet.", { id: "clusters" }));
   };
   await draw();
@@ -59,25 +59,30 @@ export async function clustersPage(main, _id, { signal }) {
   follow(events.length ? events[events.length - 1].seq : 0, "", draw, signal);
 }
 
-// Desired and allocated preemptible GPUs after each event of the cluster and its nodes.
+// Desired and allocated preemptible GPUs over time, from the events of the cluster's nodes.
+// The target is not an event of its own: it is read from the preemptible nodes the cluster
+// asks for (queued or added, until cordoned, preempted or removed) and from TargetMet/Unmet.
 function history(cluster, events) {
-  const preemptible = new Set();
-  let allocated = 0;
-  const desired = [];
+  const isPreemptible = (e) => String((e.data || {}).compute_class || e.message).includes("preemptible");
+  const asked = new Set();
+  const ready = new Set();
+  const desired = [[cluster.created_at, 0]];
   const alloc = [[cluster.created_at, 0]];
+  const gpn = cluster.gpus_per_node;
   for (const e of events) {
     const d = e.data || {};
-    if (e.reason === "NodeAdded" && String(d.compute_class).includes("preemptible")) {
-      preemptible.add(e.object_id);
-      allocated += cluster.gpus_per_node;
-      alloc.push([e.at, allocated]);
-    } else if (e.reason === "NodeRemoved" && preemptible.delete(e.object_id)) {
-      allocated -= cluster.gpus_per_node;
-      alloc.push([e.at, allocated]);
+    const node = e.object_id;
+    if (e.object_id === cluster.id) {
+      if (d.desired_preemptible_gpus !== undefined) desired.push([e.at, d.desired_preemptible_gpus]);
+      continue;
     }
-    if (e.object_id === cluster.id && d.desired_preemptible_gpus !== undefined) desired.push([e.at, d.desired_preemptible_gpus]);
+    if ((e.reason === "Queued" || e.reason === "NodeAdded") && isPreemptible(e)) asked.add(node);
+    if (e.reason === "NodeAdded" && isPreemptible(e)) ready.add(node);
+    if (["Cordoned", "Preempted", "NodeRemoved"].includes(e.reason)) asked.delete(node);
+    if (e.reason === "NodeRemoved") ready.delete(node);
+    desired.push([e.at, asked.size * gpn]);
+    alloc.push([e.at, ready.size * gpn]);
   }
-  if (!desired.length || desired[0][0] > cluster.created_at) desired.unshift([cluster.created_at, desired.length ? desired[0][1] : cluster.desired_preemptible_gpus]);
   const now = Math.max(Date.now() / 1000, ...events.map((e) => e.at));
   desired.push([now, cluster.desired_preemptible_gpus]);
   alloc.push([now, cluster.allocated_preemptible_gpus]);
@@ -92,7 +97,7 @@ function nodesTable(cluster) {
     ["GPUs", (n) => n.gpus, "num"],
     ["Host", (n) => (n.host_id ? `${n.host_id} [${n.gpu_indices.join(",")}]` : "waiting in queue"), "mono"],
     ["Taints", (n) => n.taints.map((t) => `${t.key}=${t.value}:${t.effect}`).join(" ") || "—", "mono"],
-    ["Started", (n) => clock(n.started_at)],
+    ["Started", (n) => when(n.started_at)],
   ], cluster.nodes, "No nodes.", { id: "nodes" });
 }
 
@@ -137,12 +142,12 @@ export async function clusterPage(main, id, { signal }) {
         stat("GPUs per node", cluster.gpus_per_node, `grace ${cluster.grace_period_s} s`)),
       h("div", { class: "grid2" },
         card("Preemptible GPUs over time", lineChart({ step: true, xMin: cluster.created_at, xMax: now,
-          series: [{ name: "desired", color: "#7c4dff", dashed: true, points: desired }, { name: "allocated", color: "#1a9b5b", points: alloc }],
+          series: [{ name: "allocated", color: "#1a9b5b", points: alloc }, { name: "desired", color: "#7c4dff", dashed: true, points: desired }],
           xFormat: (t) => elapsed(t - cluster.created_at), yFormat: (v) => String(Math.round(v * 10) / 10) })),
         card("Preemptible target", ...targetForm(cluster, draw),
           h("p", { class: "muted" }, `A multiple of ${cluster.gpus_per_node} (GPUs per node). Lowering it drains preemptible nodes; raising it queues new ones.`))),
       card("Nodes", nodesTable(cluster)),
-      card("Events", table([["Time", (e) => clock(e.at)], ["Object", (e) => e.object_id, "mono"], ["Reason", (e) => e.reason, "reason"], ["Message", (e) => e.message]],
+      card("Events", table([["Time", (e) => when(e.at)], ["Object", (e) => e.object_id, "mono"], ["Reason", (e) => e.reason, "reason"], ["Message", (e) => e.message]],
         [...events].reverse().slice(0, 50), "No events yet.", { class: "events" })));
   };
   await draw();

@@ -54,6 +54,7 @@ export const link = (href, text) => h("a", { href }, text);
 export function money(value, places = 2) {
   if (value === null || value === undefined) return "—";
   const n = Number(value);
+  if (n < 0) return `−${money(-n, places)}`;
   return `$${n.toLocaleString("en-US", { minimumFractionDigits: places, maximumFractionDigits: Math.max(places, 4) })}`;
 }
 
@@ -61,6 +62,14 @@ export function clock(at) {
   if (!at) return "—";
   const d = new Date(at * 1000);
   return d.toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}
+
+// A short time: the date only when it is not today.
+export function when(at) {
+  if (!at) return "—";
+  const iso = new Date(at * 1000).toISOString();
+  const today = new Date().toISOString().slice(0, 10);
+  return iso.slice(0, 10) === today ? iso.slice(11, 19) : `${iso.slice(0, 10)} ${iso.slice(11, 16)}`;
 }
 
 export function time(at) {

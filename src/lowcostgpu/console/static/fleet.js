@@ -10,7 +10,8 @@ const GREEN = "#1a9b5b";
 
 function capacityBar(p) {
   const part = (n, color, name) => (n ? h("span", { style: `width:${(100 * n) / p.gpus}%;background:${color}`, title: `${name}: ${n}` }) : null);
-  return h("div", { class: "capbar" }, part(p.on_demand_gpus, BLUE, "on-demand"), part(p.interruptible_gpus, GREEN, "interruptible"));
+  return h("div", { class: "capbar" }, part(p.on_demand_gpus, BLUE, "on-demand instances"), part(p.node_standard_gpus, "#6e9cf0", "standard nodes"),
+    part(p.interruptible_gpus, GREEN, "interruptible instances"), part(p.node_preemptible_gpus, "#7fd1a4", "preemptible nodes"));
 }
 
 function pools(list) {
@@ -19,6 +20,7 @@ function pools(list) {
     ["GPUs", (p) => p.gpus, "num"],
     ["On-demand", (p) => p.on_demand_gpus, "num"],
     ["Interruptible", (p) => p.interruptible_gpus, "num"],
+    ["Cluster nodes", (p) => `${p.node_standard_gpus} std · ${p.node_preemptible_gpus} pre`, "num"],
     ["Free", (p) => p.free_gpus, "num"],
     ["In use", capacityBar],
     ["Queue", (p) => `${p.queue_depth} (${p.queued_gpus} GPUs)`, "num"],
@@ -31,7 +33,7 @@ export async function fleetPage(main, _id, { signal }) {
   const f = await api.get(`/v1/operator/fleet?window_s=${windowS}&bucket_s=${bucketS}`, { signal });
   const xs = f.series.map((b) => b.start);
   const label = (t) => new Date(t * 1000).toISOString().slice(bucketS >= 86400 ? 5 : 11, bucketS >= 86400 ? 10 : 16);
-  const held = f.pools.reduce((n, p) => n + p.on_demand_gpus + p.interruptible_gpus, 0);
+  const held = f.pools.reduce((n, p) => n + p.gpus - p.free_gpus, 0);
   const picker = h("span", { class: "sub" }, WINDOWS.map(([k, , , w]) =>
     [h("a", { href: `#/fleet?window=${k}`, style: k === choice ? "font-weight:700" : null }, w), " "]));
   clear(main, h("h1", {}, "Fleet", picker),
@@ -40,7 +42,7 @@ export async function fleetPage(main, _id, { signal }) {
       stat("Queue depth", f.pools.reduce((n, p) => n + p.queue_depth, 0), "instances and nodes waiting"),
       stat("Reclaims", f.reclaims_window, words),
       stat("Revenue", money(f.revenue_window, 4), words),
-      stat("Revenue (all time)", money(f.revenue_total), `${f.accounts} account(s)`)),
+      stat("Revenue (all time)", money(f.revenue_total, 4), `${f.accounts} account(s)`)),
     card("Pools now", pools(f.pools)),
     h("div", { class: "grid2" },
       card(`Utilisation, ${words}`, lineChart({ series: [
@@ -49,7 +51,7 @@ export async function fleetPage(main, _id, { signal }) {
         { name: "total", color: "#5f6b7a", dashed: true, points: f.series.map((b) => [b.start, 100 * (b.utilisation_on_demand + b.utilisation_interruptible)]) },
       ], yMax: 100, xFormat: label, yFormat: (v) => `${Math.round(v)}%` })),
       card(`Reclaims per ${duration(bucketS)}`, barChart({ labels: xs.map(label),
-        stacks: [{ name: "reclaims (Preempted)", color: "#d1242f", values: f.series.map((b) => b.reclaims) }], yFormat: (v) => String(Math.round(v * 10) / 10) }))),
+        stacks: [{ name: "reclaims (Preempted)", color: "#d1242f", values: f.series.map((b) => b.reclaims) }], yMin: 4, yFormat: (v) => String(Math.round(v)) }))),
     h("div", { class: "grid2" },
       card(`Revenue per ${duration(bucketS)}`, barChart({ labels: xs.map(label),
         stacks: [{ name: "rated usage", color: "#7c4dff", values: f.series.map((b) => Number(b.revenue)) }], yFormat: (v) => `$${v.toFixed(v < 1 ? 3 : 2)}` })),

@@ -1,7 +1,7 @@
 // Instances: the list (state, GPU, price/h, restarts, checkpoint, queue place/ETA) and one
 // instance's page: its timeline live (Preempted, checkpoint steps, resume), its logs and its bill.
 import { allEvents, api, ApiError, follow } from "./api.js";
-import { badge, card, clear, clock, duration, elapsed, h, link, money, problem, stat, table } from "./dom.js";
+import { badge, card, clear, clock, duration, elapsed, h, link, money, problem, stat, table, when } from "./dom.js";
 import { timeline } from "./plot.js";
 
 const FINAL = new Set(["succeeded", "failed", "stopped", "deleted"]);
@@ -21,14 +21,14 @@ function instanceRows(instances) {
   return table([
     ["Instance", (i) => link(`#/instances/${i.id}`, i.id), "mono"],
     ["State", (i) => badge(i.status)],
-    ["GPU", (i) => `${i.gpus}× ${i.gpu}`],
+    ["GPU", (i) => `${i.gpus}× ${i.gpu}`, "nowrap"],
     ["Type", (i) => badge(i.type)],
     ["Price/h", (i) => money(i.price_per_hour, 3), "num"],
     ["Restarts", (i) => i.restart_count, "num"],
     ["Checkpoint", (i) => (i.last_checkpoint_step ?? "—"), "num"],
     ["Queue", queueText],
     ["Volume", (i) => i.volume || "—", "mono"],
-    ["Created", (i) => clock(i.created_at)],
+    ["Created", (i) => when(i.created_at), "nowrap"],
   ], instances, "No instances yet. Launch one: lowcostgpu launch --gpu a100-sxm4 --template pytorch", { id: "instances" });
 }
 
@@ -126,7 +126,7 @@ function actionButtons(inst, redraw) {
     try { await fn(); } catch (err) { alert(err.message); }
     await redraw();
   } }, label);
-  return h("span", {},
+  return h("span", { class: "actions" },
     FINAL.has(inst.status) || inst.status === "stopping" ? null : act("Stop", () => api.post(`/v1/instances/${inst.id}/stop`)),
     inst.status === "stopped" ? act("Resume", () => api.post(`/v1/instances/${inst.id}/resume`)) : null,
     inst.status === "deleted" ? null : act("Delete", () => api.del(`/v1/instances/${inst.id}`), "danger"));

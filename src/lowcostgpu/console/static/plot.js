@@ -1,6 +1,6 @@
 // Small SVG plots drawn here (no chart library): lines/steps, stacked bars, an instance timeline.
 const NS = "http://www.w3.org/2000/svg";
-const W = 640;
+let W = 560; // viewBox width: the plots are drawn at about this size, so text stays readable
 const PAD = { left: 52, right: 14, top: 26, bottom: 28 };
 
 export function svg(tag, attrs = {}, ...children) {
@@ -35,12 +35,12 @@ function legend(root, items) {
     root.append(svg("rect", { x, y: 6, width: 10, height: 10, rx: 2, fill: color }));
     const label = svg("text", { x: x + 14, y: 15, class: "legend" }, name);
     root.append(label);
-    x += 24 + name.length * 6.6;
+    x += 26 + name.length * 7.4;
   }
 }
 
 // series: [{name, color, points: [[x, y], ...]}]; step: hold each value until the next point.
-export function lineChart({ series, height = 220, xFormat = String, yFormat = String, step = false, xMin, xMax, yMax, title }) {
+export function lineChart({ series, height = 230, xFormat = String, yFormat = String, step = false, xMin, xMax, yMax, title }) {
   const xs = series.flatMap((s) => s.points.map((p) => p[0]));
   const lo = xMin ?? Math.min(...xs);
   const hi = Math.max(xMax ?? Math.max(...xs), lo + 1);
@@ -67,24 +67,25 @@ export function lineChart({ series, height = 220, xFormat = String, yFormat = St
 }
 
 // Stacked bars: labels[i] under bar i; stacks: [{name, color, values: [...]}].
-export function barChart({ labels, stacks, height = 220, yFormat = String, title }) {
+export function barChart({ labels, stacks, height = 230, yFormat = String, title, yMin = 0 }) {
   const totals = labels.map((_, i) => stacks.reduce((sum, s) => sum + (s.values[i] || 0), 0));
-  const top = niceMax(Math.max(0, ...totals));
+  const top = niceMax(Math.max(yMin, ...totals));
   const { root, y } = frame(height, top, yFormat, title);
   const slot = (W - PAD.left - PAD.right) / Math.max(1, labels.length);
   const every = Math.ceil(labels.length / 8);
   labels.forEach((label, i) => {
     let base = 0;
-    const bx = PAD.left + i * slot + slot * 0.15;
+    const bw = Math.min(slot * 0.7, 40);
+    const bx = PAD.left + i * slot + (slot - bw) / 2;
     for (const s of stacks) {
       const v = s.values[i] || 0;
       if (v > 0) {
-        root.append(svg("rect", { x: bx, width: slot * 0.7, y: y(base + v), height: Math.max(0.5, y(base) - y(base + v)), fill: s.color },
+        root.append(svg("rect", { x: bx, width: bw, y: y(base + v), height: Math.max(0.5, y(base) - y(base + v)), fill: s.color },
           svg("title", {}, `${label} · ${s.name}: ${yFormat(v)}`)));
       }
       base += v;
     }
-    if (i % every === 0) root.append(svg("text", { x: bx + slot * 0.35, y: height - 8, class: "tick", "text-anchor": "middle" }, label));
+    if (i % every === 0) root.append(svg("text", { x: bx + bw / 2, y: height - 8, class: "tick", "text-anchor": "middle" }, label));
   });
   legend(root, stacks);
   return root;
@@ -95,6 +96,8 @@ export function barChart({ labels, stacks, height = 220, yFormat = String, title
 export function timeline({ start, end, spans, marks, colors, xFormat }) {
   const height = 120;
   const laneY = 62;
+  const saved = W;
+  W = 1000;
   const hi = Math.max(end, start + 1);
   const x = (v) => PAD.left + ((v - start) / (hi - start)) * (W - PAD.left - PAD.right);
   const root = svg("svg", { viewBox: `0 0 ${W} ${height}`, class: "plot timeline", role: "img", "aria-label": "instance timeline" });
@@ -109,7 +112,8 @@ export function timeline({ start, end, spans, marks, colors, xFormat }) {
     if (m.kind === "checkpoint") root.append(svg("circle", { cx: mx, cy: laneY - 10, r: 3.2, class: "mark-checkpoint" }, svg("title", {}, m.label)));
     else root.append(svg("path", { d: `M${mx - 5},${laneY - 20} L${mx + 5},${laneY - 20} L${mx},${laneY - 11} Z`, class: `mark-${m.kind}` }, svg("title", {}, m.label)));
     if (m.kind !== "checkpoint" && mx - lastLabel > 70) {
-      root.append(svg("text", { x: mx, y: laneY - 26, class: `mark-label mark-${m.kind}`, "text-anchor": "middle" }, m.label));
+      const anchor = mx > W - PAD.right - 60 ? "end" : mx < PAD.left + 60 ? "start" : "middle";
+      root.append(svg("text", { x: mx, y: laneY - 26, class: `mark-label mark-${m.kind}`, "text-anchor": anchor }, m.label));
       lastLabel = mx;
     }
   }
@@ -117,6 +121,7 @@ export function timeline({ start, end, spans, marks, colors, xFormat }) {
     const v = start + ((hi - start) * i) / 4;
     root.append(svg("text", { x: x(v), y: height - 10, class: "tick", "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle" }, xFormat(v)));
   }
-  legend(root, Object.entries(colors).map(([name, color]) => ({ name, color })));
+  legend(root, [...Object.entries(colors).map(([name, color]) => ({ name, color })), { name: "checkpoint", color: "#7c4dff" }]);
+  W = saved;
   return root;
 }

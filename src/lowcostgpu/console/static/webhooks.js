@@ -60,6 +60,7 @@ export async function webhookPage(main, id, { signal }) {
     clear(box, table([
       ["Seq", (d) => d.seq, "num"],
       ["Event", (d) => d.payload.type || "—"],
+      ["Object", (d) => (d.payload.data && d.payload.data.object_id) || "—", "mono"],
       ["State", (d) => badge(d.status)],
       ["Attempts", attempts],
       ["Delivered", (d) => clock(d.delivered_at)],
