@@ -13,6 +13,7 @@ import shutil
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lowcostgpu.adapters.clock import RandomIds, SystemClock
 from lowcostgpu.adapters.files import load_catalog, load_fleet
@@ -29,6 +30,9 @@ from lowcostgpu.domain.errors import ConfigError
 from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.runtime import Runtime, Volumes
 from lowcostgpu.ports.store import Store
+
+if TYPE_CHECKING:  # the kubernetes client is imported only when --runtime kubernetes is used
+    from lowcostgpu.adapters.kubernetes import Kube
 
 MIN_FREE_BYTES = 64 * 2**20
 log = logging.getLogger(__name__)
@@ -95,26 +99,31 @@ def webhooks_of(options: ServeOptions, wired: Wired) -> Webhooks:
     return Webhooks(wired.plane.store, sender, wired.plane.clock, options.webhook_policy)
 
 
-def runtime_of(
-    options: ServeOptions, data_dir: Path, store: Store
-) -> tuple[Runtime, Volumes, NodeProvider | None]:
-    """The runtime, volumes and node provider `--runtime` names."""
+def connect(options: ServeOptions) -> Kube | None:
+    """The Kubernetes API server of `--runtime kubernetes`, reached now: a bad kubeconfig or an
+    unreachable server is a clear error at start, before any state is written."""
     if options.runtime == "local":
-        return LocalRuntime(data_dir / "runtime"), LocalVolumes(data_dir), None
+        return None
     if options.runtime != "kubernetes":
         raise ConfigError(
             f"unknown runtime {options.runtime!r}", hint="use --runtime local or kubernetes"
         )
-    from lowcostgpu.adapters.kubernetes import (
-        Kube,
-        KubernetesNodes,
-        KubernetesRuntime,
-        KubernetesVolumes,
-    )
-    from lowcostgpu.adapters.kubernetes.runtime import DEFAULT_IMAGE
+    from lowcostgpu.adapters.kubernetes import Kube
 
     kube = Kube.from_kubeconfig(options.kubeconfig)
-    kube.eviction_version()  # reach the server now: a clear error at start, not in the loop
+    kube.eviction_version()
+    return kube
+
+
+def runtime_of(
+    options: ServeOptions, data_dir: Path, store: Store, kube: Kube | None
+) -> tuple[Runtime, Volumes, NodeProvider | None]:
+    """The runtime, volumes and node provider `--runtime` names."""
+    if kube is None:
+        return LocalRuntime(data_dir / "runtime"), LocalVolumes(data_dir), None
+    from lowcostgpu.adapters.kubernetes import KubernetesNodes, KubernetesRuntime, KubernetesVolumes
+    from lowcostgpu.adapters.kubernetes.runtime import DEFAULT_IMAGE
+
     nodes = KubernetesNodes(kube, store)
     image = options.image or DEFAULT_IMAGE
     runtime = KubernetesRuntime(kube, namespace=options.namespace, image=image, nodes=nodes)
@@ -125,9 +134,10 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     check_interval(options.metering_interval_s)
     catalog = load_catalog(options.catalog)
     hosts = load_fleet(options.fleet, catalog)
+    kube = connect(options)
     data_dir = prepare_data_dir(options.data_dir)
     store = SqlStore.open(options.db or f"sqlite:///{data_dir / 'lowcostgpu.db'}")
-    runtime, volumes, nodes = runtime_of(options, data_dir, store)
+    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube)
     wired = wire(
         store=store,
         runtime=runtime,

@@ -23,6 +23,7 @@ CACHE = Path(os.environ.get("LOWCOSTGPU_CACHE", Path.home() / ".cache" / "lowcos
 APISERVER = CACHE / "k8s" / "bin" / "kube-apiserver"
 ETCD = Path(shutil.which("etcd") or "/usr/bin/etcd")
 TOKEN = "lowcostgpu-test-admin-token"
+NOBODY_TOKEN = "lowcostgpu-test-nobody-token"  # authenticated, no RBAC rights: 403s
 READY_TIMEOUT_S = 60.0
 
 
@@ -59,7 +60,8 @@ def make_pki(d: Path) -> None:
              cwd=d)  # fmt: skip
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
-    (d / "tokens.csv").write_text(f"{TOKEN},admin,admin-uid,system:masters\n")
+    tokens = f"{TOKEN},admin,admin-uid,system:masters\n{NOBODY_TOKEN},nobody,nobody-uid\n"
+    (d / "tokens.csv").write_text(tokens)
 
 
 class ApiServer:
@@ -146,6 +148,12 @@ class ApiServer:
         return subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
+
+    def write_kubeconfig(self, path: Path, *, token: str = TOKEN, url: str | None = None) -> Path:
+        """A kubeconfig for this server (or for `url`), with `token` as its credential."""
+        text = self.kubeconfig.read_text().replace(TOKEN, token)
+        path.write_text(text.replace(self.url, url) if url else text)
+        return path
 
     def _write_kubeconfig(self) -> None:
         self.kubeconfig.write_text(

@@ -1,0 +1,138 @@
+"""`lowcostgpu serve --runtime kubernetes` is SIGKILLed in the middle of a node's drain; after
+a restart the drain completes: pods evicted and gone, one `Preempted` event, Node deleted, and
+the on-demand work that reclaimed the node runs as a pod."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from apiserver import ApiServer, free_port
+from k8s_world import GPU_LIMIT, wait_until
+from kubelet import FakeKubelet
+
+from lowcostgpu.adapters.kubernetes import Kube
+from lowcostgpu.core.nodes import CLUSTER_LABEL, COMPUTE_CLASS_LABEL, PREEMPTIBLE_TAINT
+
+ADMIN_KEY = "lcg_admin_k8s-crash-0123456789abcdef"
+
+
+class Serve:
+    """One `lowcostgpu serve` process on the Kubernetes runtime, restartable on the same data."""
+
+    def __init__(self, tmp: Path, kubeconfig: Path, namespace: str, host: str) -> None:
+        self.tmp, self.port, self.starts = tmp, free_port(), 0
+        self.url = f"http://127.0.0.1:{self.port}"
+        (tmp / "fleet.toml").write_text(
+            f'[[region]]\nname = "eu-west"\n  [[region.hosts]]\n  name = "{host}"\n'
+            '  gpu_type = "a100-sxm4"\n  gpus = 8\n'
+        )
+        self.argv = [sys.executable, "-m", "lowcostgpu", "serve", "--data-dir", str(tmp / "data")]
+        self.argv += ["--fleet", str(tmp / "fleet.toml"), "--port", str(self.port)]
+        self.argv += ["--admin-key", ADMIN_KEY, "--runtime", "kubernetes"]
+        self.argv += ["--kubeconfig", str(kubeconfig), "--namespace", namespace]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.headers = {"authorization": f"Bearer {ADMIN_KEY}"}
+
+    def start(self) -> None:
+        self.starts += 1
+        log = (self.tmp / f"serve-{self.starts}.log").open("wb")
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+
+        def leading() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, self.log()
+            try:
+                return bool(httpx.get(f"{self.url}/healthz", timeout=1).json()["leading"])
+            except (httpx.HTTPError, ValueError):
+                return False
+
+        wait_until(leading, 60, "serve leading")
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def call(self, method: str, path: str, **kw: Any) -> Any:
+        kw.setdefault("headers", self.headers)
+        response = httpx.request(method, f"{self.url}{path}", timeout=30, **kw)
+        assert response.status_code < 400, response.text
+        return response.json() if response.content else None
+
+    def log(self) -> str:
+        return "".join(p.read_text() for p in sorted(self.tmp.glob("serve-*.log")))[-4000:]
+
+
+@pytest.fixture
+def serve(k8s: ApiServer, kube: Kube, namespace: str, tmp_path: Path) -> Any:
+    host = f"gpu-{namespace}"
+    kube.core.create_node({"metadata": {"name": host}})
+    server = Serve(tmp_path, k8s.kubeconfig, namespace, host)
+    yield server
+    server.stop()
+
+
+def test_a_drain_interrupted_by_kill_9_completes_after_restart(
+    serve: Serve, kube: Kube, namespace: str, kubelet: FakeKubelet
+) -> None:
+    serve.start()
+    account = serve.call("POST", "/v1/accounts", json={"name": "k8s"})
+    serve.call("POST", f"/v1/accounts/{account['id']}/topup", json={"amount": "100"})
+    user = {"authorization": f"Bearer {account['api_key']}"}
+    body = {"gpu": "a100-sxm4", "gpus_per_node": 4, "desired_preemptible_gpus": 4}
+    cluster = serve.call("POST", "/v1/clusters", json={**body, "grace_period_s": 8}, headers=user)
+    selector = f"{CLUSTER_LABEL}={cluster['id']},{COMPUTE_CLASS_LABEL}=preemptible"
+
+    def preemptible_node() -> Any:
+        return next(iter(kube.core.list_node(label_selector=selector).items), None)
+
+    node = wait_until(preemptible_node, 30, "the preemptible Node").metadata.name
+    t = PREEMPTIBLE_TAINT
+    for name, grace in (("train-0", 4), ("train-1", 2)):
+        spec = {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": grace,
+            "tolerations": [{"key": t.key, "operator": "Exists", "effect": t.effect}],
+            "containers": [{"name": "c", "image": "trainer", "resources": GPU_LIMIT}],
+        }
+        kube.core.create_namespaced_pod(namespace, {"metadata": {"name": name}, "spec": spec})
+    wait_until(lambda: {"train-0", "train-1"} <= {n for n, w, _ in kubelet.log if w == "running"})
+
+    launch = {"gpu": "a100-sxm4", "type": "on-demand", "gpus": 4, "command": ["serve"]}
+    od = serve.call("POST", "/v1/instances", json={**launch, "grace_period_s": 2}, headers=user)
+    wait_until(lambda: kube.core.read_node(node).spec.unschedulable, 30, "the cordon")
+    serve.kill9()  # mid-drain: the pods have their grace to run, the node is still there
+    assert kube.core.list_node(field_selector=f"metadata.name={node}").items
+    left = {p.metadata.name for p in kube.core.list_namespaced_pod(namespace).items}
+    assert "train-0" in left
+
+    serve.start()
+
+    def drained() -> bool:
+        return not kube.core.list_node(field_selector=f"metadata.name={node}").items
+
+    wait_until(drained, 60, "the node deleted after the restart")
+    pods = {p.metadata.name for p in kube.core.list_namespaced_pod(namespace).items}
+    assert not {"train-0", "train-1"} & pods
+    assert {"train-0", "train-1"} <= {n for n, w, _ in kubelet.log if w == "exited 137"}
+    events = kube.events.list_namespaced_event("kube-system").items
+    assert [e.regarding.name for e in events if e.reason == "Preempted"].count(node) == 1
+
+    def od_running() -> bool:
+        return serve.call("GET", f"/v1/instances/{od['id']}", headers=user)["status"] == "running"
+
+    wait_until(od_running, 30, "the on-demand instance running")
