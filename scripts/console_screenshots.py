@@ -146,7 +146,7 @@ def photograph(url: str, keys: dict[str, str], ids: dict[str, str], out: Path) -
                 page.goto(f"{url}/console/{fragment.format(**ids)}")
                 page.wait_for_selector(selector)
                 page.wait_for_timeout(600)
-                page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+                page.screenshot(path=str(out / f"{name}.png"), full_page=name != "events")
                 print(f"wrote {out / name}.png")
             page.close()
         browser.close()

@@ -1,7 +1,7 @@
 // Billing: balance, the bill and its savings against on-demand, usage over time (GPU vs storage),
 // the ledger and the price table.
 import { api } from "./api.js";
-import { card, clear, clock, h, money, stat, table } from "./dom.js";
+import { card, clear, h, money, stat, table, when } from "./dom.js";
 import { barChart } from "./plot.js";
 
 const SECONDS_PER_MONTH = 730 * 3600;
@@ -42,7 +42,7 @@ function perBucket(records, prices) {
 
 export async function billingPage(main, _id, { signal }) {
   const [bill, balance, records, prices] = await Promise.all([
-    api.get("/v1/billing", { signal }), api.get("/v1/billing/balance?ledger=20", { signal }),
+    api.get("/v1/billing", { signal }), api.get("/v1/billing/balance?ledger=12", { signal }),
     api.get("/v1/billing/usage", { signal }), api.get("/v1/prices", { signal })]);
   const usage = perBucket(records, prices);
   const gpuTotal = bill.lines.filter((l) => l.kind === "gpu").reduce((s, l) => s + Number(l.amount_exact), 0);
@@ -72,7 +72,7 @@ export async function billingPage(main, _id, { signal }) {
         ["100 GPU-h saves", (g) => money(g.savings_100_gpu_hours), "num"],
       ], prices.gpus, "", { id: "prices" }), h("p", { class: "muted" }, `Storage ${money(prices.storage_per_gb_month)} per GB-month.`)),
       card("Balance movements", table([
-        ["When", (e) => clock(e.at)],
+        ["When", (e) => when(e.at), "nowrap"],
         ["Kind", (e) => e.kind],
         ["Amount", (e) => money(e.amount, 4), "num"],
         ["Memo", (e) => e.memo, "mono"],

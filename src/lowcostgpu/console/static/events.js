@@ -1,6 +1,6 @@
 // Events: the account's events, live (long-poll), filtered by object and reason.
 import { allEvents, follow } from "./api.js";
-import { card, clear, clock, h, link, table } from "./dom.js";
+import { badge, card, clear, h, link, table, when } from "./dom.js";
 
 const REASONS = ["Queued", "Scheduled", "Started", "Preempted", "Cordoned", "Killed", "Interrupted", "Requeued",
   "Restarted", "CheckpointReported", "Succeeded", "Failed", "Stopping", "Stopped", "Deleted", "NodeAdded",
@@ -33,8 +33,8 @@ export async function eventsPage(main, _id, { signal }) {
     count.textContent = `${events.length} event(s)${events.length > SHOWN ? `, the latest ${SHOWN} shown` : ""}`;
     clear(box, table([
       ["Seq", (e) => e.seq, "num"],
-      ["Time", (e) => clock(e.at)],
-      ["Type", (e) => e.type],
+      ["Time", (e) => when(e.at), "nowrap"],
+      ["Type", (e) => badge(e.type)],
       ["Reason", (e) => e.reason, "reason"],
       ["Object", objectLink, "mono"],
       ["Message", (e) => e.message],

@@ -1,7 +1,7 @@
 // Webhooks: endpoints (add, test, enable, delete), one endpoint's deliveries with every attempt,
 // and replay.
 import { api } from "./api.js";
-import { badge, card, clear, clock, h, link, problem, table } from "./dom.js";
+import { badge, card, clear, clock, h, link, problem, table, when } from "./dom.js";
 
 export async function webhooksPage(main, _id, { signal }) {
   const list = h("div");
@@ -63,7 +63,7 @@ export async function webhookPage(main, id, { signal }) {
       ["Object", (d) => (d.payload.data && d.payload.data.object_id) || "—", "mono"],
       ["State", (d) => badge(d.status)],
       ["Attempts", attempts],
-      ["Delivered", (d) => clock(d.delivered_at)],
+      ["Delivered", (d) => when(d.delivered_at), "nowrap"],
       ["", (d) => act("Replay", () => api.post(`/v1/webhooks/${id}/deliveries/${d.id}/replay`))],
     ], [...deliveries].reverse(), "No deliveries yet.", { id: "deliveries" }));
   };
