@@ -1,5 +1,8 @@
 """Volumes as PersistentVolumeClaims: they outlive pods, so a requeued run mounts the same data.
 
+A deleted claim stays (Terminating) while a pod uses it (the pvc-protection finalizer); such a
+claim counts as gone, and `ensure` of its name is a Conflict until Kubernetes has removed it.
+
 `usage_bytes`: the Kubernetes API does not know how much of a volume is used (only the kubelet's
 stats endpoint does, per mounted pod), so it returns the claim's provisioned capacity
 (`status.capacity.storage`, else the requested size): an upper bound, which is also what the
@@ -67,22 +70,30 @@ class KubernetesVolumes:
             )
 
     def _claim(self, account_id: str, name: str) -> Any:
+        """The claim; one being deleted (its pvc-protection finalizer waits for its pods) is
+        gone as far as volumes go."""
         claim_id = claim_name(account_id, name)
         try:
-            return self.kube.call(
-                self.kube.core.read_namespaced_persistent_volume_claim,
-                claim_id,
-                self.namespace,
-                what=f"reading the claim {claim_id}",
-            )
+            pvc: Any = self._read(claim_id)
         except NotFound:
-            raise NotFound(f"volume {name} of account {account_id} does not exist") from None
+            pvc = None
+        if pvc is None or pvc.metadata.deletion_timestamp is not None:
+            raise NotFound(f"volume {name} of account {account_id} does not exist")
+        return pvc
 
     def _requested_gb(self, claim_id: str) -> int:
-        pvc: Any = self.kube.call(
+        pvc: Any = self._read(claim_id)
+        if pvc.metadata.deletion_timestamp is not None:
+            raise Conflict(
+                f"volume claim {claim_id} is still being deleted",
+                hint="Kubernetes keeps it until no pod uses it; try again once its pods are gone",
+            )
+        return parse_quantity(pvc.spec.resources.requests["storage"]) // 2**30
+
+    def _read(self, claim_id: str) -> Any:
+        return self.kube.call(
             self.kube.core.read_namespaced_persistent_volume_claim,
             claim_id,
             self.namespace,
             what=f"reading the claim {claim_id}",
         )
-        return int(parse_quantity(pvc.spec.resources.requests["storage"]) // 2**30)
