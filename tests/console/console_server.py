@@ -64,7 +64,11 @@ class Server:
 def serving(tmp: Path) -> Iterator[Server]:
     (tmp / "fleet.toml").write_text(FLEET)
     options = ServeOptions(
-        data_dir=tmp / "data", fleet=tmp / "fleet.toml", port=free_port(), admin_key=ADMIN_KEY
+        data_dir=tmp / "data",
+        fleet=tmp / "fleet.toml",
+        port=free_port(),
+        admin_key=ADMIN_KEY,
+        allow_private_webhooks=True,  # the webhook test's receiver listens on 127.0.0.1
     )
     running = start(options)
     try:

@@ -38,6 +38,11 @@ def test_the_server_serves_the_console_files_and_nothing_else(
     assert (answer.status_code, answer.headers["content-type"].split(";")[0]) == (status, kind)
 
 
+def test_the_console_may_load_nothing_from_elsewhere(server: Server) -> None:
+    policy = httpx.get(f"{server.url}/console/").headers["content-security-policy"]
+    assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy
+
+
 def test_the_root_redirects_to_the_console(server: Server) -> None:
     answer = httpx.get(f"{server.url}/", follow_redirects=False)
     assert answer.status_code in (302, 307) and answer.headers["location"] == "/console/"
@@ -92,3 +97,19 @@ def test_a_foreign_instance_url_shows_not_found_and_none_of_its_data(
     page.goto(f"{server.url}/console/#/instances")
     page.wait_for_selector("#instances, .empty")
     assert theirs["id"] not in page.inner_text("main")
+
+
+def test_the_events_page_filters_by_reason_and_shows_new_events_live(
+    server: Server, page: Any
+) -> None:
+    _, key, client = server.account("events")
+    sign_in(page, server.url, key)
+    page.goto(f"{server.url}/console/#/events?reason=Queued")
+    page.wait_for_selector(".card .empty")
+    page.evaluate("window.__notReloaded = true")
+    with client:
+        inst = client.launch(gpu="h100-sxm", type="interruptible", command=["sleep", "30"])
+    page.locator("#events td", has_text=inst["id"]).wait_for()
+    reasons = page.locator("#events td.reason").all_inner_texts()
+    assert reasons == ["Queued"]  # Scheduled and Started are filtered out
+    assert page.evaluate("window.__notReloaded") is True
