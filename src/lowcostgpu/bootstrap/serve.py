@@ -124,7 +124,7 @@ def runtime_of(
     from lowcostgpu.adapters.kubernetes import KubernetesNodes, KubernetesRuntime, KubernetesVolumes
     from lowcostgpu.adapters.kubernetes.runtime import DEFAULT_IMAGE
 
-    nodes = KubernetesNodes(kube, store)
+    nodes = KubernetesNodes(kube, store, plane=options.namespace)
     image = options.image or DEFAULT_IMAGE
     runtime = KubernetesRuntime(kube, namespace=options.namespace, image=image, nodes=nodes)
     return runtime, KubernetesVolumes(kube, namespace=options.namespace), nodes

@@ -48,7 +48,7 @@ class K8sWorld:
         self.host = f"gpu-{namespace}"
         kube.core.create_node({"metadata": {"name": self.host}})
         self.store = MemoryStore()
-        self.nodes = KubernetesNodes(kube, self.store)
+        self.nodes = KubernetesNodes(kube, self.store, plane=namespace)
         self.runtime = KubernetesRuntime(kube, namespace=namespace, nodes=self.nodes)
         self.wired: Wired = wire(
             store=self.store,

@@ -71,6 +71,22 @@ def test_nodes_join_labelled_tainted_with_gpu_capacity(world: K8sWorld) -> None:
     assert len(world.node_names(c)) == 2 and world.node(preemptible) is not None
 
 
+def test_the_provider_keeps_its_nodes_heartbeat_fresh(world: K8sWorld) -> None:
+    c = world.cluster(desired=4)
+    world.plane.tick()
+    (name,) = world.node_names(c, "preemptible")
+
+    def heartbeat() -> Any:
+        node = world.node(name)
+        (ready,) = [x for x in node.status.conditions if x.type == "Ready"]
+        assert ready.status == "True"
+        return ready.last_heartbeat_time
+
+    first = heartbeat()
+    world.nodes.heartbeat_s = 0  # renew at every report
+    wait_until(lambda: world.plane.tick() or heartbeat() > first, 10, "a renewed heartbeat")
+
+
 def test_reclaim_cordons_fires_preempted_evicts_with_grace_then_deletes_the_node(
     world: K8sWorld, kubelet: FakeKubelet
 ) -> None:

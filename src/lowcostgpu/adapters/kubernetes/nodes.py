@@ -32,7 +32,9 @@ from lowcostgpu.adapters.kubernetes.objects import (
     ALLOCATION_LABEL,
     DRAIN_DEADLINE,
     DRAIN_REASON,
+    GPU_RESOURCE,
     NODE_ID,
+    PLANE_LABEL,
     cluster_node,
     digest,
     node_event,
@@ -46,15 +48,27 @@ from lowcostgpu.ports.runtime import Runtime, WorkloadReport
 from lowcostgpu.ports.store import OutboxEntry, Store
 
 log = logging.getLogger(__name__)
+HEARTBEAT_S = 20.0  # well inside the node lifecycle controller's 40 s grace
 
 
 class KubernetesNodes:
     """The node provider (`ports.nodes.NodeProvider`) over one API server."""
 
-    def __init__(self, kube: Kube, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        store: Store,
+        *,
+        plane: str = "default",
+        heartbeat_s: float = HEARTBEAT_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.kube = kube
         self.store = store
+        self.plane = plane  # our Nodes carry lowcostgpu.io/plane=<plane>; others are not ours
         self.clock = clock
+        self.heartbeat_s = heartbeat_s
+        self._heartbeats: dict[str, float] = {}
         self._explained: set[str] = set()  # pods whose Warning was posted by this process
 
     # -- effects -------------------------------------------------------------------------------
@@ -70,20 +84,26 @@ class KubernetesNodes:
                 self.remove(str(p["node_id"]))
 
     def add(self, payload: Any) -> None:
-        body = cluster_node(payload)
+        body = cluster_node(payload, self.plane)
         name = body["metadata"]["name"]
         try:
             self.kube.call(self.kube.core.create_node, body, what=f"creating node {name}")
         except Conflict as exc:
             if not already_exists(exc):
                 raise
-        gpus = len(payload["gpu_indices"])
+        self._heartbeat(name, len(payload["gpu_indices"]))
+
+    def _heartbeat(self, name: str, gpus: int) -> None:
+        """Ready, with a fresh heartbeat: the node lifecycle controller marks a Node without
+        one for 40 s NotReady (and evicts its pods later), so the provider, standing in for the
+        node's kubelet, renews it every `heartbeat_s`."""
         self.kube.call(
             self.kube.core.patch_node_status,
             name,
             node_status(gpus, self.clock()),
             what=f"marking node {name} Ready",
         )
+        self._heartbeats[name] = self.clock()
 
     def cordon(self, node_id: str, effect_key: str) -> None:
         name = node_name(node_id)
@@ -111,7 +131,7 @@ class KubernetesNodes:
         labels = {ALLOCATION_LABEL: digest(allocation_id)}
         found = self.kube.call(
             self.kube.core.list_node,
-            label_selector=selector("node", **labels),
+            label_selector=selector("node", **labels, **{PLANE_LABEL: self.plane}),
             what="looking up a node by allocation",
         )
         return next(iter(found.items), None)
@@ -129,7 +149,9 @@ class KubernetesNodes:
         """One report per Node of ours; a pass over draining ones (PDB retries); pending pods
         that can never land on our nodes get a Warning Event that says why."""
         found = self.kube.call(
-            self.kube.core.list_node, label_selector=selector("node"), what="listing our nodes"
+            self.kube.core.list_node,
+            label_selector=selector("node", **{PLANE_LABEL: self.plane}),
+            what="listing our nodes",
         )
         self.explain_pending(found.items)
         return [self._report(node) for node in found.items]
@@ -140,7 +162,9 @@ class KubernetesNodes:
             self.kube.core.read_namespaced_pod, name, namespace, what=f"reading pod {name}"
         )
         found = self.kube.call(
-            self.kube.core.list_node, label_selector=selector("node"), what="listing our nodes"
+            self.kube.core.list_node,
+            label_selector=selector("node", **{PLANE_LABEL: self.plane}),
+            what="listing our nodes",
         )
         placement.check_pod(pod, found.items)
 
@@ -167,6 +191,10 @@ class KubernetesNodes:
         allocation_id, node_id = annotations.get(ALLOCATION_ID, ""), annotations.get(NODE_ID, "")
         deadline = annotations.get(DRAIN_DEADLINE)
         if deadline is None:
+            name = node.metadata.name
+            if self.clock() - self._heartbeats.get(name, 0.0) >= self.heartbeat_s:
+                capacity = (node.status.capacity if node.status else None) or {}
+                self._heartbeat(name, int(capacity.get(GPU_RESOURCE, "0")))
             return WorkloadReport(allocation_id, node_id, "running")
         left = self._drain(node.metadata.name, int(deadline))
         if left:

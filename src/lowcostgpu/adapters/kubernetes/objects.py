@@ -26,6 +26,7 @@ MANAGER: Final = "lowcostgpu"
 ROLE_LABEL: Final = "lowcostgpu.io/role"  # workload | node
 ALLOCATION_LABEL: Final = "lowcostgpu.io/allocation"  # a hash of the allocation id
 NODE_LABEL: Final = "lowcostgpu.io/node"
+PLANE_LABEL: Final = "lowcostgpu.io/plane"  # which control plane's Nodes (one per namespace)
 ALLOCATION_ID: Final = "lowcostgpu.io/allocation-id"
 INSTANCE_ID: Final = "lowcostgpu.io/instance-id"
 NODE_ID: Final = "lowcostgpu.io/node-id"
@@ -177,11 +178,11 @@ def claim(account_id: str, volume: str, size_gb: int, storage_class: str | None)
 # --- cluster nodes ---------------------------------------------------------------------------
 
 
-def cluster_node(payload: Mapping[str, Any]) -> dict[str, Any]:
+def cluster_node(payload: Mapping[str, Any], plane: str) -> dict[str, Any]:
     """A cluster node (an `AddNode` effect's payload) as a Node: labelled with its compute class
     and cluster, tainted when preemptible, its GPUs as `nvidia.com/gpu` capacity."""
     node_id, compute_class = str(payload["node_id"]), str(payload["compute_class"])
-    labels = _labels("node", NODE_LABEL, node_id)
+    labels = _labels("node", NODE_LABEL, node_id) | {PLANE_LABEL: plane}
     labels |= {COMPUTE_CLASS_LABEL: compute_class, CLUSTER_LABEL: str(payload["cluster_id"])}
     labels[ALLOCATION_LABEL] = digest(str(payload["allocation_id"]))
     taints = []
