@@ -122,6 +122,12 @@ def test_reclaim_cordons_fires_preempted_evicts_with_grace_then_deletes_the_node
         return True
 
     tick_until(world, node_gone, what="the node deleted")  # 4. removed after the longest grace
+    timeline = [
+        (n, w, round(at - reclaimed_at, 2)) for n, w, at in kubelet.log if at > reclaimed_at
+    ]
+    print(
+        "drain timeline (s after the reclaim):", timeline, round(time.monotonic() - reclaimed_at, 2)
+    )
     ended = {name: at for name, what, at in kubelet.log if what == "exited 137"}
     assert ended["train-1"] - reclaimed_at >= 1 and ended["train-0"] - reclaimed_at >= 3
     assert not {"train-0", "train-1"} & set(world.pods())

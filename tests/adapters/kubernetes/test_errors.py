@@ -129,6 +129,6 @@ def test_serve_says_what_is_wrong_in_one_line_without_a_traceback(
     argv = [sys.executable, "-m", "lowcostgpu", "serve", "--data-dir", str(tmp_path / "data")]
     argv += ["--runtime", "kubernetes", "--kubeconfig", str(kubeconfig)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert words in done.stdout + done.stderr and "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "data").exists()  # refused before any state was written
