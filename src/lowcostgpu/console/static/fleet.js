@@ -51,7 +51,7 @@ export async function fleetPage(main, _id, { signal }) {
         { name: "total", color: "#5f6b7a", dashed: true, points: f.series.map((b) => [b.start, 100 * (b.utilisation_on_demand + b.utilisation_interruptible)]) },
       ], yMax: 100, xFormat: label, yFormat: (v) => `${Math.round(v)}%` })),
       card(`Reclaims per ${duration(bucketS)}`, barChart({ labels: xs.map(label),
-        stacks: [{ name: "reclaims (Preempted)", color: "#d1242f", values: f.series.map((b) => b.reclaims) }], yMin: 4, yFormat: (v) => String(Math.round(v)) }))),
+        stacks: [{ name: "reclaims (Preempted)", color: "#d1242f", values: f.series.map((b) => b.reclaims) }], integer: true, yFormat: (v) => String(Math.round(v)) }))),
     h("div", { class: "grid2" },
       card(`Revenue per ${duration(bucketS)}`, barChart({ labels: xs.map(label),
         stacks: [{ name: "rated usage", color: "#7c4dff", values: f.series.map((b) => Number(b.revenue)) }], yFormat: (v) => `$${v.toFixed(v < 1 ? 3 : 2)}` })),

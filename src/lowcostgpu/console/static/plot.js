@@ -67,9 +67,11 @@ export function lineChart({ series, height = 230, xFormat = String, yFormat = St
 }
 
 // Stacked bars: labels[i] under bar i; stacks: [{name, color, values: [...]}].
-export function barChart({ labels, stacks, height = 230, yFormat = String, title, yMin = 0 }) {
+// integer: counts, so the axis' four steps are whole numbers.
+export function barChart({ labels, stacks, height = 230, yFormat = String, title, integer = false }) {
   const totals = labels.map((_, i) => stacks.reduce((sum, s) => sum + (s.values[i] || 0), 0));
-  const top = niceMax(Math.max(yMin, ...totals));
+  const most = Math.max(0, ...totals);
+  const top = integer ? Math.max(4, Math.ceil(most / 4) * 4) : niceMax(most);
   const { root, y } = frame(height, top, yFormat, title);
   const slot = (W - PAD.left - PAD.right) / Math.max(1, labels.length);
   const every = Math.ceil(labels.length / 8);
