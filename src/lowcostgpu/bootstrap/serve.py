@@ -152,5 +152,10 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
         config=PlaneConfig(metering_interval_s=options.metering_interval_s),
     )
     wired.plane.standby = True  # until the loop holds the store's lead
+    if kube is not None:  # observe from a watch; a changed pod wakes the loop at once
+        from lowcostgpu.adapters.kubernetes import KubernetesRuntime
+
+        assert isinstance(runtime, KubernetesRuntime)
+        runtime.watch(on_change=wired.plane.wake.set)
     loop = ReconcileLoop(wired.plane, owner=f"{socket.gethostname()}:{os.getpid()}")
     return wired, loop, runtime

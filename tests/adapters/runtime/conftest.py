@@ -175,6 +175,7 @@ class KubernetesHarness:
         if not self.kube.core.list_node(field_selector="metadata.name=h-1").items:
             self.kube.core.create_node({"metadata": {"name": "h-1"}})  # the fleet's host
         self.runtime = KubernetesRuntime(self.kube, namespace=self.namespace)
+        self.runtime.watch()  # the contract through the watch-fed cache (K8sWorld lists)
         self.kubelet = FakeKubelet(self.kube.api).start()
 
     def start(self, allocation_id: str, *extra: str, **kw: Any) -> WorkloadStart:
@@ -200,6 +201,7 @@ class KubernetesHarness:
 
     def cleanup(self) -> None:
         self.kubelet.stop()
+        self.runtime.close()
         assert not self.kubelet.errors, self.kubelet.errors
         self.kube.close()
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from lowcostgpu.adapters.kubernetes import drain
 from lowcostgpu.adapters.kubernetes.client import Kube, already_exists
+from lowcostgpu.adapters.kubernetes.informer import PodCache
 from lowcostgpu.adapters.kubernetes.nodes import KubernetesNodes
 from lowcostgpu.adapters.kubernetes.objects import (
     EXIT_FINALIZER,
@@ -56,6 +57,19 @@ class KubernetesRuntime:
         self.image = image
         self.nodes = nodes
         self.clock = clock
+        self._cache: PodCache | None = None
+
+    def watch(self, on_change: Callable[[], None] | None = None) -> None:
+        """Serve `observe` from a watch-fed cache (see `informer.py`); `on_change` is called
+        when a workload pod changes (the loop's wake-up)."""
+        if self._cache is None:
+            self._cache = PodCache(self.kube, self.namespace, selector("workload"), on_change)
+            self._cache.start()
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.stop()
+            self._cache = None
 
     def start(self, start: WorkloadStart) -> None:
         check_allocation_id(start.allocation_id)
@@ -91,14 +105,17 @@ class KubernetesRuntime:
             drain.delete_pod(self.kube, pod, 0)
 
     def observe(self) -> list[WorkloadReport]:
-        found = self.kube.call(
-            self.kube.core.list_namespaced_pod,
-            self.namespace,
-            label_selector=selector("workload"),
-            what=f"listing the workload pods in namespace {self.namespace}",
-        )
+        pods = self._cache.pods() if self._cache is not None else None
+        if pods is None:  # no cache, or not in sync: list
+            found = self.kube.call(
+                self.kube.core.list_namespaced_pod,
+                self.namespace,
+                label_selector=selector("workload"),
+                what=f"listing the workload pods in namespace {self.namespace}",
+            )
+            pods = found.items
         now = self.clock()
-        reports = [r for pod in found.items if (r := report_of_pod(pod, now)) is not None]
+        reports = [r for pod in pods if (r := report_of_pod(pod, now)) is not None]
         if self.nodes is not None:
             reports += self.nodes.reports()
         return sorted(reports, key=lambda r: r.allocation_id)
@@ -114,6 +131,8 @@ class KubernetesRuntime:
                     hint="signal or kill it, and forget it once observe() reports it exited",
                 )
             self.kube.retry_conflicts(lambda: self._release(allocation_id), what="forget")
+            if self._cache is not None:
+                self._cache.forget(pod.metadata.name)
         self._delete(self.kube.core.delete_namespaced_secret, pod_name(allocation_id))
 
     def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:

@@ -1,12 +1,20 @@
-"""Fixtures on a real kube-apiserver: a client, a fresh namespace, the fake kubelet."""
+"""Fixtures for the Kubernetes tests (tests/adapters/kubernetes): a real kube-apiserver for the
+session, a client, a fresh namespace, the fake kubelet.
+
+They live here, one level up, rather than in a conftest.py next to those tests: the runtime
+suite imports its own `conftest` by name, and a sibling conftest module could shadow it."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "kubernetes"))  # apiserver.py, kubelet.py
 from apiserver import ApiServer, require
 from kubelet import FakeKubelet
 
