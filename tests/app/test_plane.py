@@ -163,6 +163,29 @@ def test_on_demand_without_capacity_is_refused() -> None:
         w.plane.launch(on_demand(1))
 
 
+@pytest.mark.parametrize(("freed_after_s", "queue_takes_them"), [(299, False), (300, True)])
+def test_gpus_that_free_after_an_on_demand_refusal_wait_for_its_retry(
+    freed_after_s: int, queue_takes_them: bool
+) -> None:
+    """The default hold is 300 s: within it the retry gets the GPUs at once, with no victim
+    started only to be drained; after it the queue gets them."""
+    w = World()
+    first = w.plane.launch(on_demand()).state.id
+    w.tick()
+    queued = w.plane.launch(interruptible()).state.id
+    with pytest.raises(InsufficientCapacity):
+        w.plane.launch(on_demand())
+    w.clock.advance(freed_after_s)
+    w.runtime.finish(w.allocation(first), 0)
+    w.tick()
+    status = w.store.instance(queued).state.status
+    assert (status is _I.STARTING) is queue_takes_them
+    if not queue_takes_them:
+        assert status is _I.QUEUED
+        retry = w.plane.launch(on_demand()).state
+        assert retry.status is _I.STARTING and retry.waiting_for == frozenset()
+
+
 def test_a_standby_server_decides_nothing() -> None:
     w = World()
     w.plane.standby = True

@@ -10,11 +10,12 @@ transaction. Only then are the effects carried out (`app.effects`), and marked d
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from itertools import pairwise
+from types import MappingProxyType
 from typing import Any
 
 from lowcostgpu.app import billing
@@ -31,6 +32,7 @@ from lowcostgpu.core import engine, lifecycle
 from lowcostgpu.core.drain import interruption_notice
 from lowcostgpu.core.effects import Effect, EmitEvent
 from lowcostgpu.core.engine import EngineState, EngineStep
+from lowcostgpu.core.holds import OnDemandHold, with_refusal
 from lowcostgpu.core.lifecycle import (
     CheckpointReported,
     CompletionReported,
@@ -49,9 +51,9 @@ from lowcostgpu.core.metering import (
     volume_span,
 )
 from lowcostgpu.core.scheduler import SchedulerConfig
-from lowcostgpu.domain.capacity import CapacityClass, Host, Timestamp
+from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
-from lowcostgpu.domain.errors import Conflict, StaleWrite, Unavailable
+from lowcostgpu.domain.errors import Conflict, InsufficientCapacity, StaleWrite, Unavailable
 from lowcostgpu.domain.events import Reason, event_type_of
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.clock import Clock, IdSource
@@ -120,6 +122,9 @@ class ControlPlane(ClusterRequests):
         # store could both place work on the same free GPUs, since versions guard instances,
         # not the fleet. The loop clears this once it holds the lead.
         self.standby = False
+        # On-demand holds (`core.holds`) are soft and not stored: kept here between decisions,
+        # forgotten by a restart (the worst case is the race they avoid).
+        self._holds: Mapping[PoolKey, OnDemandHold] = {}
 
     # Requests ----------------------------------------------------------------------------------
 
@@ -139,8 +144,19 @@ class ControlPlane(ClusterRequests):
             extra = Commit(volumes=volumes, events=events)
             return Decision(step, {instance_id: _stamped(record, now)}, extra)
 
-        self._decide(decide)
+        try:
+            self._decide(decide)
+        except InsufficientCapacity:
+            self._hold_for(spec.pool, spec.gpus)
+            raise
         return self.store.instance(instance_id)
+
+    def _hold_for(self, pool: PoolKey, gpus: int) -> None:
+        """A refused on-demand customer: GPUs that free in the pool wait for their retry."""
+        with self._lock:
+            hold_s = self.config.scheduler.on_demand_hold_s
+            self._holds = with_refusal(self._holds, pool, gpus, self.clock.now(), hold_s)
+        self.wake.set()  # the loop must tick when the hold ends
 
     def stop(self, instance_id: str) -> StoredInstance:
         return self._user(instance_id, StopRequested())
@@ -258,6 +274,7 @@ class ControlPlane(ClusterRequests):
                     clusters=records.cluster_states(),
                     nodes=records.node_states(),
                 )
+                state = replace(state, holds=MappingProxyType(dict(self._holds)))
                 decision = decide(state, now)
                 commit = records.written(_commit_of(decision, stored, now), decision.step.state)
                 try:
@@ -266,6 +283,7 @@ class ControlPlane(ClusterRequests):
                     if attempt == MAX_ATTEMPTS - 1:
                         raise
                     continue
+                self._holds = decision.step.state.holds
             self.wake.set()
             return decision.step
         raise AssertionError("unreachable")  # pragma: no cover

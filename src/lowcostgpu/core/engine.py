@@ -28,6 +28,7 @@ from lowcostgpu.core import clusters, lifecycle, nodes
 from lowcostgpu.core.clusters import ClusterPlan, ClusterState
 from lowcostgpu.core.drain import DEFAULT_GRACE_PERIOD_S
 from lowcostgpu.core.effects import Effect, ReleaseAllocation
+from lowcostgpu.core.holds import OnDemandHold, active, with_refusal
 from lowcostgpu.core.lifecycle import InstanceState, LifecycleEvent
 from lowcostgpu.core.nodes import NodeEvent, NodeState
 from lowcostgpu.core.nodes import allocation_of_node as node_allocation
@@ -74,6 +75,8 @@ class EngineState:
     instances: Mapping[str, InstanceState] = field(default_factory=dict)
     clusters: Mapping[str, ClusterState] = field(default_factory=dict)
     nodes: Mapping[str, NodeState] = field(default_factory=dict)
+    # On-demand holds (`core.holds`): soft, so not stored; the shell keeps them between calls.
+    holds: Mapping[PoolKey, OnDemandHold] = field(default_factory=dict)
 
     def instance(self, instance_id: str) -> InstanceState:
         try:
@@ -109,6 +112,7 @@ class Work:
         self.instances = dict(state.instances)
         self.clusters = dict(state.clusters)
         self.nodes = dict(state.nodes)
+        self.holds = dict(state.holds)
         self.effects: list[Effect] = []
 
     def done(self) -> EngineStep:
@@ -117,6 +121,7 @@ class Work:
             MappingProxyType(self.instances),
             MappingProxyType(self.clusters),
             MappingProxyType(self.nodes),
+            MappingProxyType(self.holds),
         )
         return EngineStep(state, tuple(self.effects), next_wake(state))
 
@@ -230,7 +235,8 @@ class Work:
         """A queue pass; with clusters, between a reconcile and a second one that reports."""
         if self.clusters:
             self.reconcile(now)
-        self.carry_out(_queue_pass(self.fleet, now, config), now)
+        self.holds = active(self.holds, now)
+        self.carry_out(_queue_pass(self.fleet, now, config, self.holds), now)
         if self.clusters:
             self.reconcile(now)
 
@@ -335,12 +341,17 @@ def earlier_run_s(inst: InstanceState) -> int:
     )
 
 
-def _queue_pass(fleet: FleetSnapshot, now: Timestamp, config: SchedulerConfig) -> Plan:
+def _queue_pass(
+    fleet: FleetSnapshot,
+    now: Timestamp,
+    config: SchedulerConfig,
+    holds: Mapping[PoolKey, OnDemandHold],
+) -> Plan:
     """`queue.schedule_queue`, less the pools whose queue is empty (they have nothing to place,
     and looking at their free hosts on every call is most of a large fleet's cost)."""
     plan = Plan()
     for pool in sorted(p for p, queue in fleet.queues.items() if queue):
-        plan = plan.merged(schedule_pool(fleet, pool, now, config))
+        plan = plan.merged(schedule_pool(fleet, pool, now, config, holds.get(pool)))
     return plan
 
 
@@ -385,6 +396,7 @@ def launch(
         work.instances[inst.id] = first.state
         work.effects.extend(first.effects)
         work.carry_out(plan, now)
+        work.holds.pop(spec.pool, None)  # the customer the pool was held for has GPUs now
         if work.clusters:
             work.schedule(now, config)
         return work.done()
@@ -427,8 +439,23 @@ def tick(
     return work.done()
 
 
+def refused(
+    state: EngineState,
+    pool: PoolKey,
+    gpus: int,
+    now: Timestamp,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+) -> EngineStep:
+    """An on-demand request for `gpus` in `pool` was refused (`launch` raised
+    InsufficientCapacity): hold the pool for the customer's retry (`core.holds`)."""
+    holds = with_refusal(state.holds, pool, gpus, now, config.on_demand_hold_s)
+    new = replace(state, holds=MappingProxyType(holds))
+    return EngineStep(new, (), next_wake(new))
+
+
 def next_wake(state: EngineState) -> Timestamp | None:
-    """The earliest grace deadline still open: when `tick` must run at the latest."""
+    """The earliest grace deadline still open, or the end of a hold (its GPUs go back to the
+    queue then): when `tick` must run at the latest."""
     deadlines = [
         i.deadline
         for i in state.instances.values()
@@ -439,4 +466,5 @@ def next_wake(state: EngineState) -> Timestamp | None:
         for n in state.nodes.values()
         if n.deadline is not None and n.status is _N.CORDONED
     ]
+    deadlines += [hold.until for hold in state.holds.values()]
     return min(deadlines, default=None)

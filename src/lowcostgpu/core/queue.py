@@ -7,12 +7,16 @@ around it, but once the head has waited `head_reservation_after_s` one host is r
 the one closest to fitting it — and no later ticket may land there. That host's free GPUs can then
 only grow (new preemptible work goes elsewhere), so the head runs as soon as that host drains,
 however many small tickets arrive behind it. On-demand requests are not bound by the reservation.
+
+An on-demand hold (`core.holds`) reserves a host the same way, before the queue is looked at: the
+host closest to fitting the refused on-demand request gets no new preemptible work while it lasts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lowcostgpu.core.holds import OnDemandHold
 from lowcostgpu.core.scheduler import SchedulerConfig, lowest_indices
 from lowcostgpu.core.snapshot import FleetSnapshot, HostState
 from lowcostgpu.core.state import Placement, Plan, Reservation, Ticket
@@ -27,12 +31,25 @@ def schedule_queue(snapshot: FleetSnapshot, now: Timestamp, config: SchedulerCon
     return plan
 
 
+ON_DEMAND_HOLD = "on-demand hold"  # the subject named by a hold's reservation
+
+
 def schedule_pool(
-    snapshot: FleetSnapshot, pool: PoolKey, now: Timestamp, config: SchedulerConfig
+    snapshot: FleetSnapshot,
+    pool: PoolKey,
+    now: Timestamp,
+    config: SchedulerConfig,
+    hold: OnDemandHold | None = None,
 ) -> Plan:
     queue = snapshot.queue(pool)
     free = {s.host.id: sorted(s.free_indices) for s in snapshot.hosts_with_free(pool)}
     placements: list[Placement] = []
+    reservations: list[Reservation] = []
+    if hold is not None and hold.until > now:
+        held = _reserve(snapshot.hosts_in(pool), free, pool, hold.gpus, ON_DEMAND_HOLD)
+        if held is not None:
+            free.pop(held.host_id, None)
+            reservations.append(held)
     reservation: Reservation | None = None
     head_seen = False
     examined_after_head = 0
@@ -53,11 +70,14 @@ def schedule_pool(
             continue
         head_seen = True
         if now - ticket.enqueued_at >= config.head_reservation_after_s:
-            reservation = _reserve(snapshot.hosts_in(pool), free, ticket)
+            reservation = _reserve(
+                snapshot.hosts_in(pool), free, pool, ticket.gpus, ticket.subject_id
+            )
             if reservation is not None:
+                reservations.append(reservation)
                 free.pop(reservation.host_id, None)
                 largest_block = max((len(i) for i in free.values()), default=0)
-    return Plan(placements=tuple(placements), reservations=(reservation,) if reservation else ())
+    return Plan(placements=tuple(placements), reservations=tuple(reservations))
 
 
 def _best_fit(free: dict[str, list[int]], gpus: int) -> str | None:
@@ -88,14 +108,14 @@ def _place(ticket: Ticket, host_id: str, free: dict[str, list[int]]) -> Placemen
 
 
 def _reserve(
-    hosts: list[HostState], free: dict[str, list[int]], ticket: Ticket
+    hosts: list[HostState], free: dict[str, list[int]], pool: PoolKey, gpus: int, subject_id: str
 ) -> Reservation | None:
-    """Hold back the host closest to fitting the head: most free GPUs now, then host id."""
-    fitting = [s for s in hosts if s.host.gpu_count >= ticket.gpus]
+    """Hold back the host closest to fitting `gpus`: most free GPUs now, then host id."""
+    fitting = [s for s in hosts if s.host.gpu_count >= gpus]
     if not fitting:
         return None
     chosen = min(fitting, key=lambda s: (-len(free.get(s.host.id, ())), s.host.id))
-    return Reservation(pool=ticket.pool, host_id=chosen.host.id, subject_id=ticket.subject_id)
+    return Reservation(pool=pool, host_id=chosen.host.id, subject_id=subject_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,10 @@ class SchedulerConfig:
     # How many tickets past the head one queue pass may look at for backfill (Slurm's
     # bf_max_job_test plays the same part): bounds a pass over a long queue.
     backfill_window: int = 1000
+    # After an on-demand request is refused, one host of its pool is held this long against new
+    # preemptible placements, so that the customer's retry finds the freed GPUs (`core.holds`).
+    # 0 disables holds.
+    on_demand_hold_s: int = 300
     # How victims are chosen: by default the work they would lose (DESIGN.md §1). The fairness
     # policy (`core.fairness`, `fair-least-work-lost`) is available by name but is not the
     # default yet: it does not meet its lost-work target (docs/simulation.md); it is about half as
@@ -43,7 +47,7 @@ class SchedulerConfig:
     policy: VictimPolicy = field(default=LEAST_WORK_LOST)
 
     def __post_init__(self) -> None:
-        for name in ("min_runtime_s", "head_reservation_after_s"):
+        for name in ("min_runtime_s", "head_reservation_after_s", "on_demand_hold_s"):
             if getattr(self, name) < 0:
                 raise InvalidRequest(f"{name} must be ≥ 0")
         if self.backfill_window < 1:

@@ -10,7 +10,11 @@ checkpoint, exit) is reported back with `engine.report`. `engine.tick` runs at `
 On-demand requests are answered at once or refused with `InsufficientCapacity`, as in production.
 A refused request here is a customer who keeps asking: it waits and tries again whenever GPUs of
 its pool are released or new preemptible work starts there (the only two things that can make it
-fit), and its wait is measured.
+fit), and its wait is measured. Each refusal is told to the engine (`engine.refused`), which holds
+the pool for the customer's retry, as the server does. The server's hold lasts
+`on_demand_hold_s` and each retry renews it; a simulated customer asks continuously, so its hold
+is made to last until a placement in the pool ends it (the same effect, without a retry event
+every few minutes for days).
 
 Instances that have finished are taken out of the engine state (the server would archive them):
 every engine call copies the live instances, so keeping the dead ones would make each call slower
@@ -202,6 +206,7 @@ class Simulation:
             self.waiting.setdefault(job.pool, [])
             if job_id not in self.waiting[job.pool]:
                 self.waiting[job.pool].append(job_id)
+            self._hold(job.pool, job.gpus, now)
             return False
         except (NotFound, InvalidRequest) as exc:
             self.rejected[job_id] = exc.message
@@ -223,6 +228,23 @@ class Simulation:
                 self.waiting[pool].append(job_id)
             elif not self._launch(job_id, now):  # it is back in the waiting list
                 refused_from = gpus if refused_from is None else min(refused_from, gpus)
+
+    def _hold(self, pool: PoolKey, gpus: int, now: int) -> None:
+        """Tell the engine of the refusal: the pool is held while the customer keeps asking."""
+        if self.config.on_demand_hold_s <= 0:
+            return
+        horizon = self.trace.horizon_s
+        if horizon is not None:  # to the end of the run, unless a placement ends it sooner
+            asking = replace(self.config, on_demand_hold_s=max(1, horizon - now + 1))
+            self._apply(engine.refused(self.state, pool, gpus, now, asking))
+            return
+        # No horizon (run until the last job is done): a far hold would keep the run going, so
+        # the customer asks again when the server's hold would end, which renews it.
+        had = self.state.holds.get(pool)
+        self._apply(engine.refused(self.state, pool, gpus, now, self.config))
+        hold = self.state.holds.get(pool)
+        if hold is not None and (had is None or had.until != hold.until):
+            self.heap.push(hold.until, RETRY, ("retry", f"{pool.region}/{pool.gpu_type}", ""))
 
     def _capacity_changed(self, pool: PoolKey, now: int) -> None:
         if self.waiting.get(pool) and pool not in self.retry_due:
@@ -304,7 +326,7 @@ class Simulation:
                 self.archive[instance_id] = inst
             else:
                 kept[instance_id] = inst
-        self.state = EngineState(self.state.fleet, MappingProxyType(kept))
+        self.state = replace(self.state, instances=MappingProxyType(kept))
 
     # --- What simulated workloads do --------------------------------------------------------
 
