@@ -91,9 +91,17 @@ def test_a_host_that_is_no_node_fails_the_start_with_the_fix(kube: Kube, namespa
     assert caught.value.hint and "kubectl get nodes" in caught.value.hint
 
 
-def test_a_missing_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "content",
+    [None, "", "clusters: [oops\n", "apiVersion: v1\nkind: Config\ncurrent-context: gone\n"],
+    ids=["missing", "empty", "not-yaml", "no-such-context"],
+)
+def test_a_bad_kubeconfig_is_a_config_error(tmp_path: Path, content: str | None) -> None:
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
     with pytest.raises(ConfigError, match="cannot use the kubeconfig") as caught:
-        Kube.from_kubeconfig(tmp_path / "nope")
+        Kube.from_kubeconfig(path)
     assert caught.value.hint and "--kubeconfig" in caught.value.hint
 
 

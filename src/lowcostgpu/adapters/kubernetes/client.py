@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -67,7 +68,7 @@ class Kube:
                 context=context,
                 client_configuration=configuration,
             )
-        except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as exc:
             raise ConfigError(
                 f"cannot use the kubeconfig {where}: {exc}",
                 hint="pass a valid file with --kubeconfig (check it with `kubectl --kubeconfig "

@@ -1,0 +1,57 @@
+"""An interruptible instance through the control plane on Kubernetes: its run is a Pod, its
+interruption an eviction, and its requeued run a new Pod on the same claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from k8s_world import K8sWorld, wait_until
+
+from lowcostgpu.adapters.kubernetes import Kube
+from lowcostgpu.adapters.kubernetes.objects import pod_name
+from lowcostgpu.app.launch import LaunchRequest
+from lowcostgpu.domain.status import InstanceStatus
+
+
+def test_an_interruption_is_an_eviction_and_the_requeue_a_new_pod_on_the_same_claim(
+    kube: Kube, namespace: str
+) -> None:
+    from kubelet import FakeKubelet
+
+    kubelet = FakeKubelet(kube.api, exit_on_sigterm=True).start()  # it checkpoints and exits
+    try:
+        world = K8sWorld(kube, namespace)
+        request = LaunchRequest(
+            "acme", "a100-sxm4", "interruptible", 4, command=("train",), volume="ckpts:1GB",
+            grace_period_s=5,
+        )  # fmt: skip
+        instance = world.plane.launch(request).state.id
+
+        def status(instance_id: str = instance) -> InstanceStatus:
+            world.plane.tick()
+            return world.store.instance(instance_id).state.status
+
+        def pod_of_run() -> Any:
+            allocation = world.store.instance(instance).state.allocation_id
+            assert allocation is not None
+            return kube.core.read_namespaced_pod(pod_name(allocation), namespace)
+
+        wait_until(lambda: status() is InstanceStatus.RUNNING, 20, "the first run")
+        first = pod_of_run()
+        od = world.on_demand(8)  # needs the whole host: the interruptible run is reclaimed
+        world.plane.tick()
+        evicted = kube.core.read_namespaced_pod(first.metadata.name, namespace)
+        assert evicted.metadata.deletion_grace_period_seconds == 5  # the eviction, with grace
+        wait_until(lambda: status() is InstanceStatus.QUEUED, 20, "the run interrupted, requeued")
+        wait_until(lambda: status(od) is InstanceStatus.RUNNING, 20, "the on-demand run")
+        world.plane.stop(od)
+        wait_until(lambda: status() is InstanceStatus.RUNNING, 30, "the requeued run")
+        second = pod_of_run()
+        assert second.metadata.name != first.metadata.name
+        claims = [
+            v.persistent_volume_claim.claim_name for v in (first, second) for v in v.spec.volumes
+        ]
+        assert claims[0] == claims[1]
+        assert world.store.instance(instance).state.restart_count == 1
+    finally:
+        kubelet.stop()
