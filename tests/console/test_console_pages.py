@@ -113,3 +113,24 @@ def test_the_events_page_filters_by_reason_and_shows_new_events_live(
     reasons = page.locator("#events td.reason").all_inner_texts()
     assert reasons == ["Queued"]  # Scheduled and Started are filtered out
     assert page.evaluate("window.__notReloaded") is True
+
+
+def test_a_launch_from_the_form_appears_in_the_list_and_a_refusal_shows_why(
+    server: Server, page: Any
+) -> None:
+    _, key, client = server.account("launcher")
+    sign_in(page, server.url, key)
+    page.wait_for_selector("#launch")
+    page.select_option("#launch select[name=gpu]", "h100-sxm")
+    page.fill("#launch input[name=command]", "sleep 30")
+    page.click("#launch button[type=submit]")
+    page.locator("#launch-result .notice").wait_for()
+    (made,) = client.instances()
+    assert made["gpu"] == "h100-sxm" and made["type"] == "interruptible"
+    page.locator("#instances td", has_text=made["id"]).wait_for()  # the list follows events
+    page.fill("#launch input[name=gpus]", "64")
+    page.select_option("#launch select[name=type]", "on-demand")
+    page.click("#launch button[type=submit]")
+    page.locator("#launch-result .problem").wait_for()  # no host has 64 GPUs: the API says so
+    assert len(client.instances()) == 1
+    client.close()

@@ -41,6 +41,32 @@ function volumes(instances) {
   ], [...seen.entries()], "No volumes: launch with --volume NAME:SIZE to keep checkpoints across restarts.");
 }
 
+// The launch form: what `lowcostgpu launch` takes; the API validates and its message shows here.
+async function launchForm(signal) {
+  const prices = await api.get("/v1/prices", { signal });
+  const field = (label, input) => h("label", { class: "field" }, label, input);
+  const gpu = h("select", { name: "gpu" }, prices.gpus.map((g) => h("option", { value: g.gpu }, g.gpu)));
+  const type = h("select", { name: "type" }, h("option", { value: "interruptible" }, "interruptible"), h("option", { value: "on-demand" }, "on-demand"));
+  const gpus = h("input", { name: "gpus", type: "number", value: 1, min: 1, style: "width:70px" });
+  const template = h("input", { name: "template", placeholder: "pytorch (optional)", style: "width:150px" });
+  const command = h("input", { name: "command", placeholder: "arguments or command", style: "width:220px" });
+  const volume = h("input", { name: "volume", placeholder: "ckpts:10GB (optional)", style: "width:160px" });
+  const note = h("div", { id: "launch-result" });
+  const form = h("form", { class: "inline", id: "launch", onsubmit: async (e) => {
+    e.preventDefault();
+    clear(note);
+    const body = { gpu: gpu.value, type: type.value, gpus: Number(gpus.value), command: command.value.trim().split(/\s+/).filter(Boolean) };
+    if (template.value.trim()) body.template = template.value.trim();
+    if (volume.value.trim()) body.volume = volume.value.trim();
+    try {
+      const made = await api.post("/v1/instances", body);
+      clear(note, h("div", { class: "notice" }, "Launched ", link(`#/instances/${made.id}`, made.id), ` · ${made.status}`, made.queue ? ` · ${queueText(made)}` : ""));
+    } catch (err) { clear(note, problem(err)); }
+  } }, field("GPU", gpu), field("Type", type), field("GPUs", gpus), field("Template", template), field("Command", command),
+  field("Volume", volume), h("button", { class: "primary", type: "submit" }, "Launch"));
+  return card("Launch", form, note);
+}
+
 export async function instancesPage(main, _id, { signal }) {
   const tableBox = h("div");
   const volumeBox = h("div");
@@ -57,8 +83,9 @@ export async function instancesPage(main, _id, { signal }) {
     clear(volumeBox, volumes(all));
   };
   await draw();
+  const launch = await launchForm(signal);
   clear(main, h("h1", {}, "Instances", h("span", { class: "live" }, "live")), statsBox,
-    card(null, tableBox), card("Volumes", volumeBox));
+    card(null, tableBox), launch, card("Volumes", volumeBox));
   const events = await allEvents("", signal);
   follow(events.length ? events[events.length - 1].seq : 0, "", draw, signal);
 }
