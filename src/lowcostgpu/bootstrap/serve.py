@@ -112,6 +112,7 @@ def connect(options: ServeOptions) -> Kube | None:
 
     kube = Kube.from_kubeconfig(options.kubeconfig)
     kube.eviction_version()
+    kube.check_namespace(options.namespace)
     return kube
 
 

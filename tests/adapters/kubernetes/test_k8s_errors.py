@@ -124,18 +124,22 @@ def test_a_user_without_rights_gets_forbidden_naming_the_rights(
     assert caught.value.hint and "pods/eviction" in caught.value.hint
 
 
-@pytest.mark.parametrize("problem", ["missing-file", "unreachable"])
+@pytest.mark.parametrize("problem", ["missing-file", "unreachable", "no-namespace"])
 def test_serve_says_what_is_wrong_in_one_line_without_a_traceback(
     k8s: ApiServer, tmp_path: Path, problem: str
 ) -> None:
+    namespace = "default"
     if problem == "missing-file":
         kubeconfig, words = tmp_path / "nope", "cannot use the kubeconfig"
+    elif problem == "no-namespace":
+        kubeconfig, namespace = k8s.kubeconfig, "no-such-namespace"
+        words = "namespace no-such-namespace does not exist"
     else:
         url = f"https://127.0.0.1:{free_port()}"
         kubeconfig = k8s.write_kubeconfig(tmp_path / "kc", url=url)
         words = "cannot reach the Kubernetes API server"
     argv = [sys.executable, "-m", "lowcostgpu", "serve", "--data-dir", str(tmp_path / "data")]
-    argv += ["--runtime", "kubernetes", "--kubeconfig", str(kubeconfig)]
+    argv += ["--runtime", "kubernetes", "--kubeconfig", str(kubeconfig), "--namespace", namespace]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert words in done.stdout + done.stderr and "Traceback" not in done.stdout + done.stderr

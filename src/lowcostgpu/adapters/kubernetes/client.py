@@ -133,6 +133,16 @@ class Kube:
                 )
         return self._eviction_version
 
+    def check_namespace(self, namespace: str) -> None:
+        """`ConfigError` unless `namespace` exists (pods and claims would all be refused)."""
+        try:
+            self.call(self.core.read_namespace, namespace, what=f"reading namespace {namespace}")
+        except NotFound:
+            raise ConfigError(
+                f"the namespace {namespace} does not exist on {self.server}",
+                hint=f"create it (`kubectl create namespace {namespace}`) or pass --namespace",
+            ) from None
+
     def close(self) -> None:
         self.api.close()  # type: ignore[no-untyped-call]
 

@@ -190,11 +190,11 @@ class KubernetesNodes:
         annotations = node.metadata.annotations or {}
         allocation_id, node_id = annotations.get(ALLOCATION_ID, ""), annotations.get(NODE_ID, "")
         deadline = annotations.get(DRAIN_DEADLINE)
+        name = node.metadata.name
+        if self.clock() - self._heartbeats.get(name, 0.0) >= self.heartbeat_s:  # draining too
+            capacity = (node.status.capacity if node.status else None) or {}
+            self._heartbeat(name, int(capacity.get(GPU_RESOURCE, "0")))
         if deadline is None:
-            name = node.metadata.name
-            if self.clock() - self._heartbeats.get(name, 0.0) >= self.heartbeat_s:
-                capacity = (node.status.capacity if node.status else None) or {}
-                self._heartbeat(name, int(capacity.get(GPU_RESOURCE, "0")))
             return WorkloadReport(allocation_id, node_id, "running")
         left = self._drain(node.metadata.name, int(deadline))
         if left:
