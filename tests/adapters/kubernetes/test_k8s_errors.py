@@ -144,3 +144,34 @@ def test_serve_says_what_is_wrong_in_one_line_without_a_traceback(
     assert done.returncode == 2
     assert words in done.stdout + done.stderr and "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "data").exists()  # refused before any state was written
+
+
+def test_a_stale_write_is_a_409_conflict_read_again_and_retried(kube: Kube, namespace: str) -> None:
+    kube.core.create_namespaced_config_map(namespace, {"metadata": {"name": "cm"}})
+    stale = kube.core.read_namespaced_config_map("cm", namespace).metadata.resource_version
+    kube.core.patch_namespaced_config_map("cm", namespace, {"data": {"someone": "else"}})
+    versions: list[str] = []
+
+    def attempt() -> None:
+        fresh = kube.core.read_namespaced_config_map("cm", namespace).metadata.resource_version
+        versions.append(stale if not versions else fresh)  # the first try writes on a stale read
+        body = {"metadata": {"resourceVersion": versions[-1]}, "data": {"mine": "1"}}
+        kube.call(kube.core.patch_namespaced_config_map, "cm", namespace, body,
+                  _content_type="application/merge-patch+json", what="a write")  # fmt: skip
+
+    kube.retry_conflicts(attempt, what="a write")
+    assert versions[0] == stale and len(versions) == 2
+    assert kube.core.read_namespaced_config_map("cm", namespace).data == {
+        "someone": "else",
+        "mine": "1",
+    }
+
+
+def test_logs_without_a_kubelet_to_serve_them_are_unavailable_not_a_traceback(
+    kube: Kube, namespace: str
+) -> None:
+    world = K8sWorld(kube, namespace)
+    world.runtime.start(WorkloadStart("i-1", "i-1@1", world.host, (0,), 0, ("train",)))
+    with pytest.raises(Unavailable, match="cannot be read now") as caught:
+        world.runtime.logs("i-1@1")
+    assert caught.value.hint and "kubelet" in caught.value.hint
