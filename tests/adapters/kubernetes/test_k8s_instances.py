@@ -3,8 +3,10 @@ interruption an eviction, and its requeued run a new Pod on the same claim."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from apiserver import ApiServer, free_port
 from k8s_world import K8sWorld, wait_until
 
 from lowcostgpu.adapters.kubernetes import Kube
@@ -55,3 +57,24 @@ def test_an_interruption_is_an_eviction_and_the_requeue_a_new_pod_on_the_same_cl
         assert world.store.instance(instance).state.restart_count == 1
     finally:
         kubelet.stop()
+
+
+def test_a_start_while_the_api_server_is_unreachable_is_retried_not_failed(
+    k8s: ApiServer, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    world = K8sWorld(kube, namespace)
+    request = LaunchRequest("acme", "a100-sxm4", "interruptible", 4, command=("train",))
+    instance = world.plane.launch(request).state.id
+    world.runtime.kube = Kube.from_kubeconfig(  # the server cannot be reached for the start
+        k8s.write_kubeconfig(tmp_path / "kc", url=f"https://127.0.0.1:{free_port()}"), timeout_s=2
+    )
+    world.plane.run_outbox()
+    assert [e.kind for e in world.store.pending_outbox()] == ["StartWorkload"]  # kept: a retry
+    assert world.store.instance(instance).state.status is InstanceStatus.STARTING
+    world.runtime.kube = kube  # back
+    world.plane.tick()
+    allocation = world.store.instance(instance).state.allocation_id
+    assert allocation is not None
+    assert (
+        kube.core.read_namespaced_pod(pod_name(allocation), namespace).spec.node_name == world.host
+    )
