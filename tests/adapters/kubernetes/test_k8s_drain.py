@@ -189,3 +189,25 @@ def test_refill_creates_nodes_toward_the_target_and_allocated_counts_live_ones(
     world.plane.tick()
     (new,) = world.node_names(c, "preemptible")
     assert new != old and live_preemptible_gpus(world, c) == 4
+
+
+def test_node_effects_replayed_after_the_drain_change_nothing(
+    world: K8sWorld, kubelet: FakeKubelet
+) -> None:
+    """The outbox is at-least-once: a crash may carry any effect out again, late."""
+    done: list[Any] = []
+    carry_out = world.nodes.carry_out
+    world.nodes.carry_out = lambda entry, runtime: (done.append(entry), carry_out(entry, runtime))
+    c = world.cluster(desired=4, grace_s=2)
+    world.plane.tick()
+    (node,) = world.node_names(c, "preemptible")
+    world.on_demand(4)
+    world.plane.tick()
+    tick_until(world, lambda: world.node(node) is None, what="the node deleted")
+    assert {e.kind for e in done} == {"AddNode", "CordonNode", "RemoveNode"}
+    for entry in done:  # every node effect once more, after the fact
+        carry_out(entry, world.runtime)
+    assert world.node(node) is None
+    events = world.kube.events.list_namespaced_event("kube-system").items
+    assert [e.regarding.name for e in events if e.reason == "Preempted"].count(node) == 1
+    assert len(world.node_names(c)) == 2  # the standard node and the queued replacement

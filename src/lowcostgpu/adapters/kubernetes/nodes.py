@@ -44,6 +44,7 @@ from lowcostgpu.adapters.kubernetes.objects import (
 )
 from lowcostgpu.core.nodes import DRAIN_PREEMPTED, NodeState
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
+from lowcostgpu.domain.status import NodeStatus
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
 from lowcostgpu.ports.store import OutboxEntry, Store
 
@@ -84,6 +85,9 @@ class KubernetesNodes:
                 self.remove(str(p["node_id"]))
 
     def add(self, payload: Any) -> None:
+        state = self._state(str(payload["node_id"]))
+        if state is not None and state.status is NodeStatus.REMOVED:
+            return  # a late replay: the node has come and gone since
         body = cluster_node(payload, self.plane)
         name = body["metadata"]["name"]
         try:
