@@ -64,6 +64,7 @@ def _prepare(options: ServeOptions) -> tuple[uvicorn.Server, Running]:
 
 def _greet(options: ServeOptions, running: Running, say: Callable[[str], None]) -> None:
     say(f"lowcostgpu is serving at {options.url} (data in {options.data_dir})")
+    say(f"console: {options.url}/console/ (sign in with an account's API key, or the admin key)")
     if running.admin_key:
         say(f"admin key (shown once, stored hashed): {running.admin_key}")
     elif options.admin_key is None:

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from lowcostgpu.app import billing
+from lowcostgpu.app.checkpoint_ages import CheckpointAges
 from lowcostgpu.app.clusters import (
     ClusterRecords,
     ClusterRequests,
@@ -125,6 +126,7 @@ class ControlPlane(ClusterRequests):
         # On-demand holds (`core.holds`) are soft and not stored: kept here between decisions,
         # forgotten by a restart (the worst case is the race they avoid).
         self._holds: Mapping[PoolKey, OnDemandHold] = {}
+        self.checkpoint_ages = CheckpointAges()  # what the fairness policy charges non-reporters
 
     # Requests ----------------------------------------------------------------------------------
 
@@ -168,7 +170,14 @@ class ControlPlane(ClusterRequests):
         return self._user(instance_id, DeleteRequested())
 
     def report_checkpoint(self, instance_id: str, step: int) -> StoredInstance:
-        return self._user(instance_id, CheckpointReported(step))
+        before = self.store.instance(instance_id).state
+        stored = self._user(instance_id, CheckpointReported(step))
+        self.checkpoint_ages.learn(before, stored.state)
+        with self._lock:
+            self.config = replace(
+                self.config, scheduler=self.checkpoint_ages.applied(self.config.scheduler)
+            )
+        return stored
 
     def report_complete(self, instance_id: str, step: int | None) -> StoredInstance:
         return self._user(instance_id, CompletionReported(step))
