@@ -56,3 +56,22 @@ def test_a_metering_interval_out_of_range_is_refused(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "between 60 and 120" in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "words"),
+    [
+        (["--victim-policy", "cheapest"], ["unknown victim policy", "fair-least-work-lost"]),
+        (["--on-demand-hold-s", "-1"], ["on_demand_hold_s", "≥ 0"]),
+    ],
+    ids=["unknown-policy", "negative-hold"],
+)
+def test_a_bad_scheduler_option_is_refused_before_any_state(
+    tmp_path: Path, option: list[str], words: list[str]
+) -> None:
+    data = tmp_path / "data"
+    result = CliRunner().invoke(app, ["serve", *option, "--data-dir", str(data)])
+    assert result.exit_code == 2, result.output
+    assert all(w in result.output for w in words), result.output
+    assert "Traceback" not in result.output
+    assert not data.exists()

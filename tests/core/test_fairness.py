@@ -49,11 +49,11 @@ def _interrupted(
     )
 
 
-def test_least_work_lost_stays_the_default_until_the_fair_policy_meets_its_targets() -> None:
-    assert SchedulerConfig().policy is LEAST_WORK_LOST
-    assert policy_by_name() is LEAST_WORK_LOST
-    assert policy_by_name(DEFAULT_POLICY_NAME).name == "least-work-lost"
-    assert policy_by_name("fair-least-work-lost") is FAIR_LEAST_WORK_LOST
+def test_the_fair_policy_is_the_default_and_the_plain_rule_stays_by_name() -> None:
+    assert SchedulerConfig().policy is FAIR_LEAST_WORK_LOST
+    assert policy_by_name() is FAIR_LEAST_WORK_LOST
+    assert policy_by_name(DEFAULT_POLICY_NAME).name == "fair-least-work-lost"
+    assert policy_by_name("least-work-lost") is LEAST_WORK_LOST
 
 
 @settings(max_examples=200, deadline=None)
@@ -106,18 +106,42 @@ def test_the_rate_term_grows_with_interruptions_per_running_hour() -> None:
     assert costs == sorted(costs) and len(set(costs)) == 4
 
 
-@pytest.mark.parametrize("runtime_s", [400, 3600, 86_400])
-def test_a_non_reporter_is_not_protected_by_its_long_run(runtime_s: int) -> None:
-    """It is charged the typical checkpoint age (300 s), not its whole run: a reporter whose last
-    checkpoint is older than that is the better victim to keep."""
+@pytest.mark.parametrize(
+    ("runtime_s", "charged_s"),
+    [
+        (400, 303),  # the typical age (300 s) + 1 s per 30 s beyond it
+        (3600, 410),
+        (86_400, 3170),  # a day: ~53 min, not 24 h
+    ],
+)
+def test_a_non_reporter_is_not_protected_by_its_long_run(runtime_s: int, charged_s: int) -> None:
+    """It is charged about the typical checkpoint age, not its whole run: a reporter that would
+    lose a little more than that is the better victim to keep."""
     quiet = alloc("quiet", "h1", {0}, started_at=NOW - runtime_s)
-    honest = alloc("honest", "h2", {0}, started_at=NOW - runtime_s, checkpoint_at=NOW - 350)
+    honest = alloc(
+        "honest", "h2", {0}, started_at=NOW - runtime_s, checkpoint_at=NOW - charged_s - 1
+    )
     assert _victims([quiet, honest]) == ["quiet"]
-    assert POLICY.parts(quiet, NOW).lost_gpu_s == 300
+    assert POLICY.parts(quiet, NOW).lost_gpu_s == charged_s
     assert POLICY.parts(quiet, NOW).lost_estimated
 
 
+@pytest.mark.parametrize("older_s", [330, 3600, 86_400])  # 330: 1 s more than 300
+def test_among_non_reporters_past_the_typical_age_the_youngest_goes_first(older_s: int) -> None:
+    """A non-reporter truly loses its whole run: the young one costs least for real."""
+    young = alloc("young", "h1", {0}, started_at=NOW - 300)
+    old = alloc("old", "h2", {0}, started_at=NOW - older_s)
+    assert _victims([young, old]) == ["young"]
+
+
+def test_without_the_slope_every_non_reporter_past_the_typical_age_costs_the_same() -> None:
+    flat = replace(POLICY, older_non_reporter_per_s=0)
+    costs = {flat.cost(alloc(f"n{r}", "h1", {0}, started_at=NOW - r), NOW) for r in (300, 86_400)}
+    assert len(costs) == 1
+
+
 def test_a_young_non_reporter_is_charged_its_runtime_only() -> None:
+    """Below the typical age the estimate is its runtime: it cannot have lost more."""
     young = alloc("young", "h1", {0, 1}, started_at=NOW - 100)
     assert POLICY.parts(young, NOW).lost_gpu_s == 200
 
@@ -181,7 +205,13 @@ def test_the_preempted_reason_gives_lost_work_history_and_alternatives() -> None
 
 
 @pytest.mark.parametrize(
-    "field", ["typical_checkpoint_age_s", "restart_cost_s", "interruption_rate_cost_s"]
+    "field",
+    [
+        "typical_checkpoint_age_s",
+        "restart_cost_s",
+        "interruption_rate_cost_s",
+        "older_non_reporter_per_s",
+    ],
 )
 def test_negative_parameters_are_refused(field: str) -> None:
     with pytest.raises(InvalidRequest, match=field):

@@ -26,6 +26,8 @@ from lowcostgpu.app.plane import PlaneConfig
 from lowcostgpu.app.webhooks import WebhookPolicy, Webhooks
 from lowcostgpu.bootstrap.wiring import Wired, wire
 from lowcostgpu.core.metering import check_interval
+from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name
+from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.errors import ConfigError
 from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.runtime import Runtime, Volumes
@@ -54,6 +56,8 @@ class ServeOptions:
     kubeconfig: Path | None = None  # kubernetes: None is $KUBECONFIG or ~/.kube/config
     namespace: str = "default"  # kubernetes: where instance pods and volume claims live
     image: str | None = None  # kubernetes: the workload container image
+    victim_policy: str = DEFAULT_POLICY_NAME  # which preemptible work a reclaim takes first
+    on_demand_hold_s: int = 300  # GPUs freed after an on-demand refusal wait this long for it
 
     @property
     def url(self) -> str:
@@ -133,6 +137,9 @@ def runtime_of(
 
 def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     check_interval(options.metering_interval_s)
+    scheduler = SchedulerConfig(
+        policy=policy_by_name(options.victim_policy), on_demand_hold_s=options.on_demand_hold_s
+    )
     catalog = load_catalog(options.catalog)
     hosts = load_fleet(options.fleet, catalog)
     kube = connect(options)
@@ -150,7 +157,7 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
         catalog=catalog,
         secret=token_secret(data_dir),
         metadata_url=f"{options.url}/v1/metadata",
-        config=PlaneConfig(metering_interval_s=options.metering_interval_s),
+        config=PlaneConfig(scheduler, metering_interval_s=options.metering_interval_s),
     )
     wired.plane.standby = True  # until the loop holds the store's lead
     if kube is not None:  # observe from a watch; a changed pod wakes the loop at once

@@ -96,6 +96,16 @@ def serve(
     image: Annotated[
         str | None, typer.Option(help="kubernetes: container image of workloads")
     ] = None,
+    victim_policy: Annotated[
+        str,
+        typer.Option(
+            help="which preemptible work a reclaim takes: fair-least-work-lost (default), "
+            "least-work-lost, youngest-first, lowest-priority, random"
+        ),
+    ] = "fair-least-work-lost",
+    on_demand_hold_s: Annotated[
+        int, typer.Option(help="after an on-demand refusal, hold freed GPUs this long (0: off)")
+    ] = 300,
 ) -> None:
     """Run the control plane: store, reconcile loop, runtime (local or Kubernetes), the API."""
     from lowcostgpu.api.server import serve as run_server
@@ -107,6 +117,7 @@ def serve(
         allow_private_webhooks=allow_private_webhooks,
         webhook_policy=WebhookPolicy(first_backoff_s=webhook_backoff_s),
         runtime=runtime, kubeconfig=kubeconfig, namespace=namespace, image=image,
+        victim_policy=victim_policy, on_demand_hold_s=on_demand_hold_s,
     )  # fmt: skip
     with _clear_errors():
         run_server(options, typer.echo)

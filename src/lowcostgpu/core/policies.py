@@ -121,10 +121,10 @@ class SeededRandom:
         return 0
 
 
-DEFAULT_POLICY_NAME: Final = "least-work-lost"
+DEFAULT_POLICY_NAME: Final = "fair-least-work-lost"
 POLICY_NAMES: Final = (
-    "fair-least-work-lost",
     DEFAULT_POLICY_NAME,
+    "least-work-lost",
     "youngest-first",
     "lowest-priority",
     "random",
@@ -133,9 +133,9 @@ POLICY_NAMES: Final = (
 
 def policy_by_name(name: str = DEFAULT_POLICY_NAME, seed: int = 0) -> VictimPolicy:
     """The named policy; `seed` feeds the ones that draw pseudo-random numbers."""
-    if name == "fair-least-work-lost":
-        return FAIR_LEAST_WORK_LOST
     if name == DEFAULT_POLICY_NAME:
+        return FAIR_LEAST_WORK_LOST
+    if name == "least-work-lost":
         return LEAST_WORK_LOST
     if name == "youngest-first":
         return YoungestFirst()

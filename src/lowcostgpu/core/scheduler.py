@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.snapshot import FleetSnapshot, HostState
 from lowcostgpu.core.state import Placement, Plan, Preemption, Request
 from lowcostgpu.core.victims import (
-    LEAST_WORK_LOST,
     VictimPolicy,
     VictimSearch,
     choose_victims,
@@ -40,11 +40,11 @@ class SchedulerConfig:
     # preemptible placements, so that the customer's retry finds the freed GPUs (`core.holds`).
     # 0 disables holds.
     on_demand_hold_s: int = 300
-    # How victims are chosen: by default the work they would lose (DESIGN.md §1). The fairness
-    # policy (`core.fairness`, `fair-least-work-lost`) is available by name but is not the
-    # default yet: it does not meet its lost-work target (docs/simulation.md); it is about half as
-    # fast on the scheduler benchmark (docs/performance.md).
-    policy: VictimPolicy = field(default=LEAST_WORK_LOST)
+    # How victims are chosen: by default `fair-least-work-lost` (`core.fairness`): the work they
+    # would lose, non-reporters at the fleet's typical checkpoint age, plus a requeue cost and an
+    # interruption-history term (issue 8; figures in docs/simulation.md). DESIGN.md §1's plain
+    # least-work-lost and the peers' rules stay available by name (`core.policies`).
+    policy: VictimPolicy = field(default=FAIR_LEAST_WORK_LOST)
 
     def __post_init__(self) -> None:
         for name in ("min_runtime_s", "head_reservation_after_s", "on_demand_hold_s"):
