@@ -51,14 +51,21 @@ def test_instance_life_through_the_api_queue_eta_409_logs_stop_resume_delete(api
         "largest_free_block": 0,
         "reclaimable_gpus": 0,
     }
-    # Stop frees the GPUs; the queued one runs, prints, succeeds; its logs are there.
+    # Stop frees the GPUs, and they are held for the refused customer (120 s): the queued one
+    # waits, and the on-demand retry gets a GPU at once, with nothing to reclaim.
     user.stop(first["id"])
     wait_for(user, first["id"], {"stopped"})
+    assert user.instance(queued["id"])["status"] == "queued"
+    retry = user.launch(gpu="a100-sxm4", type="on-demand", gpus=1, command=HOLD)
+    assert retry["status"] in ("starting", "running")
+    # That placement ends the hold: the queued one runs, prints, succeeds; its logs are there.
     done = wait_for(user, queued["id"], {"succeeded"})
     assert done["exit_code"] == 0
     assert user.logs(queued["id"]) == "hello\n"
     assert "".join(user.follow_logs(queued["id"])) == "hello\n"
     assert [e["reason"] for e in user.timeline(queued["id"])][:1] == ["Queued"]
+    user.stop(retry["id"])
+    wait_for(user, retry["id"], {"stopped"})
     resumed = user.resume(first["id"])
     assert resumed["status"] in ("queued", "starting", "running")
     wait_for(user, first["id"], {"running"})

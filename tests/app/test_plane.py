@@ -163,11 +163,11 @@ def test_on_demand_without_capacity_is_refused() -> None:
         w.plane.launch(on_demand(1))
 
 
-@pytest.mark.parametrize(("freed_after_s", "queue_takes_them"), [(299, False), (300, True)])
+@pytest.mark.parametrize(("freed_after_s", "queue_takes_them"), [(119, False), (120, True)])
 def test_gpus_that_free_after_an_on_demand_refusal_wait_for_its_retry(
     freed_after_s: int, queue_takes_them: bool
 ) -> None:
-    """The default hold is 300 s: within it the retry gets the GPUs at once, with no victim
+    """The default hold is 120 s: within it the retry gets the GPUs at once, with no victim
     started only to be drained; after it the queue gets them."""
     w = World()
     first = w.plane.launch(on_demand()).state.id

@@ -57,7 +57,7 @@ class ServeOptions:
     namespace: str = "default"  # kubernetes: where instance pods and volume claims live
     image: str | None = None  # kubernetes: the workload container image
     victim_policy: str = DEFAULT_POLICY_NAME  # which preemptible work a reclaim takes first
-    on_demand_hold_s: int = 300  # GPUs freed after an on-demand refusal wait this long for it
+    on_demand_hold_s: int = 120  # GPUs freed after an on-demand refusal wait this long for it
 
     @property
     def url(self) -> str:

@@ -105,7 +105,7 @@ def serve(
     ] = "fair-least-work-lost",
     on_demand_hold_s: Annotated[
         int, typer.Option(help="after an on-demand refusal, hold freed GPUs this long (0: off)")
-    ] = 300,
+    ] = 120,
 ) -> None:
     """Run the control plane: store, reconcile loop, runtime (local or Kubernetes), the API."""
     from lowcostgpu.api.server import serve as run_server

@@ -38,8 +38,9 @@ class SchedulerConfig:
     backfill_window: int = 1000
     # After an on-demand request is refused, one host of its pool is held this long against new
     # preemptible placements, so that the customer's retry finds the freed GPUs (`core.holds`).
-    # 0 disables holds.
-    on_demand_hold_s: int = 300
+    # Two minutes: a retrying client (a script, `launch --wait`) comes back well within it, and
+    # longer would leave GPUs idle for a customer who gave up. 0 disables holds.
+    on_demand_hold_s: int = 120
     # How victims are chosen: by default `fair-least-work-lost` (`core.fairness`): the work they
     # would lose, non-reporters at the fleet's typical checkpoint age, plus a requeue cost and an
     # interruption-history term (issue 8; figures in docs/simulation.md). DESIGN.md §1's plain
