@@ -181,3 +181,14 @@ def test_an_instance_queued_behind_a_node_ticket_sees_its_true_position() -> Non
         LaunchRequest("acme", "a100-sxm4", "interruptible", 4, command=("train",))
     ).state.id
     assert w.plane.queue_position(queued) == 2
+
+
+def test_the_fleet_view_counts_gpus_that_cluster_nodes_hold() -> None:
+    """A standard node holds on-demand capacity, a preemptible node interruptible capacity: the
+    pools' free GPUs are what neither instances nor nodes hold."""
+    from lowcostgpu.app.queries import pools
+
+    w = World()  # one host of 8 GPUs
+    w.plane.create_cluster(cluster(desired=4))  # a 4-GPU standard node and a 4-GPU preemptible one
+    (pool,) = pools(w.plane)
+    assert (pool.gpus, pool.on_demand_gpus, pool.interruptible_gpus, pool.free_gpus) == (8, 4, 4, 0)

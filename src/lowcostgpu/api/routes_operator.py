@@ -23,8 +23,7 @@ router = APIRouter(prefix="/v1/operator", tags=["admin"])
 
 
 def _pools(plane: ControlPlane) -> list[dict[str, Any]]:
-    """The pools now, with the GPUs cluster nodes hold; free is what neither instances nor
-    nodes hold."""
+    """The pools now; of the GPUs held (instances and nodes alike), those cluster nodes hold."""
     nodes = stats.node_gpus(plane)
     out = []
     for pool in queries.pools(plane):
@@ -32,8 +31,6 @@ def _pools(plane: ControlPlane) -> list[dict[str, Any]]:
         held = nodes.get((pool.region, pool.gpu_type), {"standard": 0, "preemptible": 0})
         row["node_standard_gpus"] = held["standard"]
         row["node_preemptible_gpus"] = held["preemptible"]
-        used = pool.on_demand_gpus + pool.interruptible_gpus + sum(held.values())
-        row["free_gpus"] = max(0, pool.gpus - used)
         out.append(row)
     return out
 

@@ -11,23 +11,16 @@ from itertools import pairwise
 from statistics import median
 from typing import Any
 
+from lowcostgpu.app.clusters import ClusterRecords
 from lowcostgpu.app.plane import ControlPlane
 from lowcostgpu.core import engine
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.core.queue import QueueEntry, queue_status
-from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
+from lowcostgpu.domain.capacity import Allocation, CapacityClass, PoolKey, Timestamp
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
 
 RUNTIME_SAMPLE = 200  # recent runs per pool the ETA's mean runtime is taken from
-HOLDS_GPUS = frozenset(
-    {
-        InstanceStatus.STARTING,
-        InstanceStatus.RUNNING,
-        InstanceStatus.INTERRUPTING,
-        InstanceStatus.STOPPING,
-    }
-)
 
 
 def mean_runtime_s(instances: list[InstanceState], pool: PoolKey) -> int | None:
@@ -69,12 +62,18 @@ class PoolView:
 
 
 def pools(plane: ControlPlane) -> list[PoolView]:
+    """Each pool now. GPUs held count instances and cluster nodes alike (a standard node is
+    on-demand capacity, a preemptible node interruptible), read off the same fleet snapshot the
+    scheduler decides on, so free is what nothing holds."""
     instances = [s.state for s in plane.store.instances()]
-    fleet = engine.state_from_instances(plane.hosts, instances).fleet
+    records = ClusterRecords.load(plane.store)
+    fleet = engine.state_from_instances(
+        plane.hosts, instances, clusters=records.cluster_states(), nodes=records.node_states()
+    ).fleet
     views = []
     for pool in sorted({h.pool for h in plane.hosts}):
         hosts = fleet.hosts_in(pool)
-        held = [i for i in instances if i.pool == pool and i.status in HOLDS_GPUS]
+        held = [a for h in hosts for a in h.allocations]
         queue = list(fleet.queue(pool))
         views.append(
             PoolView(
@@ -92,8 +91,8 @@ def pools(plane: ControlPlane) -> list[PoolView]:
     return views
 
 
-def _gpus(instances: list[InstanceState], capacity_class: CapacityClass) -> int:
-    return sum(i.gpus for i in instances if i.capacity_class is capacity_class)
+def _gpus(allocations: list[Allocation], capacity_class: CapacityClass) -> int:
+    return sum(a.gpus for a in allocations if a.capacity_class is capacity_class)
 
 
 def interruption_statistics(plane: ControlPlane, since: Timestamp = 0) -> list[dict[str, Any]]:

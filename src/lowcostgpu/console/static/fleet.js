@@ -10,8 +10,9 @@ const GREEN = "#1a9b5b";
 
 function capacityBar(p) {
   const part = (n, color, name) => (n ? h("span", { style: `width:${(100 * n) / p.gpus}%;background:${color}`, title: `${name}: ${n}` }) : null);
-  return h("div", { class: "capbar" }, part(p.on_demand_gpus, BLUE, "on-demand instances"), part(p.node_standard_gpus, "#6e9cf0", "standard nodes"),
-    part(p.interruptible_gpus, GREEN, "interruptible instances"), part(p.node_preemptible_gpus, "#7fd1a4", "preemptible nodes"));
+  // on_demand_gpus and interruptible_gpus count instances and nodes alike; node_* is the nodes' part.
+  return h("div", { class: "capbar" }, part(p.on_demand_gpus - p.node_standard_gpus, BLUE, "on-demand instances"), part(p.node_standard_gpus, "#6e9cf0", "standard nodes"),
+    part(p.interruptible_gpus - p.node_preemptible_gpus, GREEN, "interruptible instances"), part(p.node_preemptible_gpus, "#7fd1a4", "preemptible nodes"));
 }
 
 function pools(list) {
@@ -20,7 +21,7 @@ function pools(list) {
     ["GPUs", (p) => p.gpus, "num"],
     ["On-demand", (p) => p.on_demand_gpus, "num"],
     ["Interruptible", (p) => p.interruptible_gpus, "num"],
-    ["Cluster nodes", (p) => `${p.node_standard_gpus} std · ${p.node_preemptible_gpus} pre`, "num"],
+    ["of which nodes", (p) => `${p.node_standard_gpus} std · ${p.node_preemptible_gpus} pre`, "num"],
     ["Free", (p) => p.free_gpus, "num"],
     ["In use", capacityBar],
     ["Queue", (p) => `${p.queue_depth} (${p.queued_gpus} GPUs)`, "num"],
