@@ -200,6 +200,20 @@ def test_lowering_the_target_drains_the_newest_nodes_and_raising_it_queues_new_o
         cluster_engine.update_cluster_target(up.state, "c1", 6, T0 + 30, CONFIG)
 
 
+@pytest.mark.parametrize(("desired", "events"), [(4, [("TargetChanged", 8, 4)]), (8, [])])
+def test_a_target_change_is_an_event_with_the_old_and_new_target(
+    desired: int, events: list[tuple[str, int, int]]
+) -> None:
+    state = create(fleet(8, 8), desired=8).state
+    step = cluster_engine.update_cluster_target(state, "c1", desired, T0 + 10, CONFIG)
+    changed = [
+        (e.reason.value, e.data["from"], e.data["to"])
+        for e in step.effects
+        if isinstance(e, EmitEvent) and e.reason is Reason.TARGET_CHANGED and e.object_id == "c1"
+    ]
+    assert changed == events
+
+
 def test_delete_drains_every_node_then_the_cluster_is_gone() -> None:
     state = create(fleet(8), desired=4, grace=30).state
     step = cluster_engine.delete_cluster(state, "c1", T0 + 10, CONFIG)

@@ -58,9 +58,13 @@ def update_cluster_target(
     config: SchedulerConfig = DEFAULT_CONFIG,
 ) -> EngineStep:
     """Change the preemptible target; the reconcile scales toward it at once."""
-    cluster = clusters.update_target(state.cluster(cluster_id), desired_preemptible_gpus, now=now)
+    old = state.cluster(cluster_id)
+    cluster = clusters.update_target(old, desired_preemptible_gpus, now=now)
     work = Work(state)
     work.clusters[cluster_id] = cluster
+    changed = clusters.target_changed(old, cluster, now)
+    if changed is not None:
+        work.effects.append(changed)
     work.schedule(now, config)
     return work.done()
 

@@ -225,6 +225,15 @@ def update_target(cluster: ClusterState, desired: int, *, now: Timestamp) -> Clu
     return cluster
 
 
+def target_changed(old: ClusterState, new: ClusterState, now: Timestamp) -> EmitEvent | None:
+    """`TargetChanged`, so that the target's history can be read back from events."""
+    before, after = old.desired_preemptible_gpus, new.desired_preemptible_gpus
+    if before == after:
+        return None
+    message = f"preemptible target changed from {before} to {after} GPUs"
+    return _event(new, new.id, Reason.TARGET_CHANGED, message, now, {"from": before, "to": after})
+
+
 def standard_node_requests(
     cluster: ClusterState,
     new_node_ids: Iterable[str] | None = None,

@@ -28,6 +28,7 @@ class Reason(StrEnum):
     DELETED = "Deleted"
     NODE_ADDED = "NodeAdded"
     NODE_REMOVED = "NodeRemoved"
+    TARGET_CHANGED = "TargetChanged"
     TARGET_MET = "TargetMet"
     TARGET_UNMET = "TargetUnmet"
     BALANCE_LOW = "BalanceLow"

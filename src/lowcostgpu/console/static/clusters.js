@@ -59,28 +59,21 @@ export async function clustersPage(main, _id, { signal }) {
   follow(events.length ? events[events.length - 1].seq : 0, "", draw, signal);
 }
 
-// Desired and allocated preemptible GPUs over time, from the events of the cluster's nodes.
-// The target is not an event of its own: it is read from the preemptible nodes the cluster
-// asks for (queued or added, until cordoned, preempted or removed) and from TargetMet/Unmet.
+// Desired and allocated preemptible GPUs over time: the target from the cluster's
+// TargetChanged events (data: from, to), the allocated GPUs from its preemptible nodes' events.
 function history(cluster, events) {
   const isPreemptible = (e) => String((e.data || {}).compute_class || e.message).includes("preemptible");
-  const asked = new Set();
+  const changes = events.filter((e) => e.object_id === cluster.id && e.reason === "TargetChanged");
+  const initial = changes.length ? changes[0].data.from : cluster.desired_preemptible_gpus;
+  const desired = [[cluster.created_at, initial], ...changes.map((e) => [e.at, e.data.to])];
   const ready = new Set();
-  const desired = [[cluster.created_at, 0]];
   const alloc = [[cluster.created_at, 0]];
   const gpn = cluster.gpus_per_node;
   for (const e of events) {
-    const d = e.data || {};
     const node = e.object_id;
-    if (e.object_id === cluster.id) {
-      if (d.desired_preemptible_gpus !== undefined) desired.push([e.at, d.desired_preemptible_gpus]);
-      continue;
-    }
-    if ((e.reason === "Queued" || e.reason === "NodeAdded") && isPreemptible(e)) asked.add(node);
+    if (node === cluster.id) continue;
     if (e.reason === "NodeAdded" && isPreemptible(e)) ready.add(node);
-    if (["Cordoned", "Preempted", "NodeRemoved"].includes(e.reason)) asked.delete(node);
     if (e.reason === "NodeRemoved") ready.delete(node);
-    desired.push([e.at, asked.size * gpn]);
     alloc.push([e.at, ready.size * gpn]);
   }
   const now = Math.max(Date.now() / 1000, ...events.map((e) => e.at));
