@@ -106,6 +106,28 @@ def test_the_rate_term_grows_with_interruptions_per_running_hour() -> None:
     assert costs == sorted(costs) and len(set(costs)) == 4
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 7 * 86_400),
+    st.integers(0, 7 * 86_400),
+    st.integers(1, 8),
+    st.integers(1, 3_600),
+    st.integers(1, 600),
+)
+def test_a_non_reporters_estimate_grows_with_its_run_but_never_past_it(
+    run_a_s: int, run_b_s: int, gpus: int, typical_s: int, per_s: int
+) -> None:
+    """Never more than it could have lost (its whole run), never less for a longer run, and
+    never more than the typical age plus the slope: a long run is no shelter."""
+    policy = FairLeastWorkLost(typical_checkpoint_age_s=typical_s, older_non_reporter_per_s=per_s)
+    a = alloc("a", "h1", set(range(gpus)), started_at=NOW - run_a_s)
+    b = alloc("b", "h1", set(range(gpus)), started_at=NOW - run_b_s)
+    lost_a, lost_b = policy.parts(a, NOW).lost_gpu_s, policy.parts(b, NOW).lost_gpu_s
+    assert lost_a <= gpus * run_a_s
+    assert lost_a <= gpus * (typical_s + max(0, run_a_s - typical_s) // per_s)
+    assert (lost_a <= lost_b) if run_a_s <= run_b_s else (lost_a >= lost_b)
+
+
 @pytest.mark.parametrize(
     ("runtime_s", "charged_s"),
     [
