@@ -116,10 +116,7 @@ class FairLeastWorkLost:
     def parts(self, alloc: Allocation, now: Timestamp) -> CostParts:
         estimated = alloc.last_checkpoint_at is None
         if estimated:
-            runtime_s, typical = alloc.runtime_s(now), self.typical_checkpoint_age_s
-            lost = alloc.gpus * min(runtime_s, typical)
-            if self.older_non_reporter_per_s and runtime_s > typical:
-                lost += alloc.gpus * ((runtime_s - typical) // self.older_non_reporter_per_s)
+            lost = alloc.gpus * self.non_reporter_lost_s(alloc.runtime_s(now))
         else:
             lost = alloc.work_at_risk_gpu_s(now)
         return CostParts(
@@ -131,6 +128,17 @@ class FairLeastWorkLost:
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         return self.parts(alloc, now).total
+
+    def non_reporter_lost_s(self, runtime_s: int) -> int:
+        """Per GPU, what a non-reporter is charged: its runtime up to the typical age, then
+        1 s per `older_non_reporter_per_s` s beyond it. Never more than its runtime, and never
+        less for a longer run (the search's bounds rely on both)."""
+        typical = self.typical_checkpoint_age_s
+        if runtime_s <= typical:
+            return max(0, runtime_s)
+        if not self.older_non_reporter_per_s:
+            return typical
+        return typical + (runtime_s - typical) // self.older_non_reporter_per_s
 
     @property
     def _requeue_per_gpu_s(self) -> int:
@@ -185,10 +193,10 @@ class FairLeastWorkLost:
 
     def gpu_floor_s(self, mark: Timestamp, started_at: Timestamp, now: Timestamp) -> int:
         """The least one GPU can cost: a reporter (mark after its start) loses exactly the time
-        since its mark, a possible non-reporter at most the typical age; history ≥ 0."""
+        since its mark, a possible non-reporter its estimate (no more); history ≥ 0."""
         lost = max(0, now - mark)
         if mark == started_at:
-            lost = min(lost, self.typical_checkpoint_age_s)
+            lost = self.non_reporter_lost_s(lost)
         return lost + self._requeue_per_gpu_s
 
     def lower_bound(
@@ -198,15 +206,18 @@ class FairLeastWorkLost:
 
         A GPU whose mark is not its start has reported a checkpoint: it loses exactly the time
         since the mark, uncapped. One whose mark is its start may be a non-reporter, so it is
-        capped at the typical age. The uncapped reporters make the bound tight on hosts that
-        must be emptied, where the capped bound tied with the best cost on almost every host.
+        taken at the non-reporter's estimate (exact for one, less than a reporter's whole run).
+        The uncapped reporters make the bound tight on hosts that must be emptied, where a
+        capped bound tied with the best cost on almost every host.
         """
         requeue, typical = self._requeue_per_gpu_s, self.typical_checkpoint_age_s
         floors = []
         for mark, started_at in host.gpu_marks:
             if started_at <= started_by:
                 lost = now - mark if now > mark else 0
-                floors.append((lost if mark != started_at or lost < typical else typical) + requeue)
+                if mark == started_at and lost > typical:
+                    lost = self.non_reporter_lost_s(lost)
+                floors.append(lost + requeue)
         if len(floors) < deficit:
             return NO_UNPROTECTED_SET
         if deficit == 1:
@@ -220,9 +231,8 @@ class FairLeastWorkLost:
         if not host.reclaimable_gpus:
             return 0
         since = now - host.mark_prefix[1]
-        typical = self.typical_checkpoint_age_s
-        lost = typical if since >= typical else max(0, since)
-        return deficit * (lost + self.restart_cost_s + self.expected_requeue_wait_s)
+        lost = self.non_reporter_lost_s(since) if since > self.typical_checkpoint_age_s else since
+        return deficit * (max(0, lost) + self.restart_cost_s + self.expected_requeue_wait_s)
 
 
 FAIR_LEAST_WORK_LOST = FairLeastWorkLost()
