@@ -59,6 +59,19 @@ def test_gpus_freed_during_a_hold_wait_for_the_refused_customer(
         assert retry.state.instance("q").status is InstanceStatus.QUEUED
 
 
+def test_the_retry_ends_the_hold_and_the_queue_gets_what_it_left_at_once() -> None:
+    state = EngineState(FleetSnapshot.build([host("h1", 4)]))
+    step = engine.launch(state, LaunchSpec("od-a", POOL, 4, ODC), 0, CONFIG)
+    step = engine.launch(step.state, LaunchSpec("q", POOL, 2, INT), 10, CONFIG)
+    with pytest.raises(InsufficientCapacity):
+        engine.launch(step.state, LaunchSpec("od-b", POOL, 2, ODC), 100, CONFIG)
+    step = engine.refused(step.state, POOL, 2, 100, CONFIG)
+    step = engine.report(step.state, "od-a", WorkloadExited(0), 150, CONFIG)
+    assert started(step) == []  # all 4 held
+    retry = engine.launch(step.state, LaunchSpec("od-b", POOL, 2, ODC), 160, CONFIG)
+    assert started(retry) == ["od-b", "q"]
+
+
 def test_the_queue_gets_the_gpus_at_the_tick_that_ends_the_hold() -> None:
     step = refused_world()
     step = engine.report(step.state, "od-a", WorkloadExited(0), 200, CONFIG)

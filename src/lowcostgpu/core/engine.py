@@ -396,8 +396,10 @@ def launch(
         work.instances[inst.id] = first.state
         work.effects.extend(first.effects)
         work.carry_out(plan, now)
-        work.holds.pop(spec.pool, None)  # the customer the pool was held for has GPUs now
-        if work.clusters:
+        # The customer the pool was held for has GPUs now: what the hold kept from the queue
+        # goes back to it at once.
+        held = work.holds.pop(spec.pool, None) is not None
+        if work.clusters or held:
             work.schedule(now, config)
         return work.done()
     work.fleet = enqueue(work.fleet, Ticket(inst.id, inst.pool, inst.gpus, now, inst.account_id))
