@@ -14,7 +14,7 @@ reclaiming an allocation here is, in GPU-seconds:
   near plain least-work-lost's: a non-reporter really loses its whole run, so among
   non-reporters the young go first; it is gentle (a day-old non-reporter is charged ~48 min, not
   24 h), so a long run is still no shelter. Measured in docs/simulation.md: without it the
-  policy lost 20–28 % more work than least-work-lost; with it 5–7 %.
+  policy lost 20–28 % more work than least-work-lost; with it 6.5 %.
 - **requeue**: each GPU sent back through the queue costs `restart_cost_s` (starting again and
   loading the checkpoint) plus `expected_requeue_wait_s` (the wait the shell expects in the pool;
   the pure snapshot cannot know the pool's turnover, so the shell passes it; 0 by default). It is
