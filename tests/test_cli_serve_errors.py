@@ -63,8 +63,9 @@ def test_a_metering_interval_out_of_range_is_refused(tmp_path: Path) -> None:
     [
         (["--victim-policy", "cheapest"], ["unknown victim policy", "fair-least-work-lost"]),
         (["--on-demand-hold-s", "-1"], ["on_demand_hold_s", "≥ 0"]),
+        (["--min-runtime-s", "-5"], ["min_runtime_s", "≥ 0"]),
     ],
-    ids=["unknown-policy", "negative-hold"],
+    ids=["unknown-policy", "negative-hold", "negative-min-runtime"],
 )
 def test_a_bad_scheduler_option_is_refused_before_any_state(
     tmp_path: Path, option: list[str], words: list[str]

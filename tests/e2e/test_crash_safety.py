@@ -28,6 +28,7 @@ WORKLOAD = HERE / "ckpt_workload.py"
 ROUNDS = int(os.environ.get("LOWCOSTGPU_CRASH_ROUNDS", "8"))
 STEPS = 300  # 15 s of work per instance at 0.05 s a step
 METERING_INTERVAL_S = 60
+MIN_RUNTIME_S = 2
 ADMIN_KEY = "lcg_admin_crash-safety-0123456789"
 HOLDING = {"starting", "running", "interrupting", "stopping"}
 FLEET = """
@@ -64,6 +65,10 @@ class Server:
         argv += ["--db", self.db, "--fleet", str(self.tmp / "fleet.toml")]
         argv += ["--port", str(self.port), "--metering-interval-s", str(METERING_INTERVAL_S)]
         argv += ["--admin-key", ADMIN_KEY]
+        # A restart after an interruption is never reclaimed inside its minimum runtime (the
+        # default policy's rule): a short one, so that on-demand work reclaims again and again
+        # within the test's minutes.
+        argv += ["--min-runtime-s", str(MIN_RUNTIME_S)]
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -57,6 +57,7 @@ class ServeOptions:
     namespace: str = "default"  # kubernetes: where instance pods and volume claims live
     image: str | None = None  # kubernetes: the workload container image
     victim_policy: str = DEFAULT_POLICY_NAME  # which preemptible work a reclaim takes first
+    min_runtime_s: int = 300  # a (re)started preemptible allocation's protection from reclaim
     on_demand_hold_s: int = 120  # GPUs freed after an on-demand refusal wait this long for it
 
     @property
@@ -138,7 +139,9 @@ def runtime_of(
 def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     check_interval(options.metering_interval_s)
     scheduler = SchedulerConfig(
-        policy=policy_by_name(options.victim_policy), on_demand_hold_s=options.on_demand_hold_s
+        min_runtime_s=options.min_runtime_s,
+        on_demand_hold_s=options.on_demand_hold_s,
+        policy=policy_by_name(options.victim_policy),
     )
     catalog = load_catalog(options.catalog)
     hosts = load_fleet(options.fleet, catalog)

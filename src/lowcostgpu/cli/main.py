@@ -103,6 +103,13 @@ def serve(
             "least-work-lost, youngest-first, lowest-priority, random"
         ),
     ] = "fair-least-work-lost",
+    min_runtime_s: Annotated[
+        int,
+        typer.Option(
+            help="a (re)started preemptible run is not reclaimed before this long (after an "
+            "interruption: never; a first run: only if nothing else frees the GPUs)"
+        ),
+    ] = 300,
     on_demand_hold_s: Annotated[
         int, typer.Option(help="after an on-demand refusal, hold freed GPUs this long (0: off)")
     ] = 120,
@@ -117,7 +124,8 @@ def serve(
         allow_private_webhooks=allow_private_webhooks,
         webhook_policy=WebhookPolicy(first_backoff_s=webhook_backoff_s),
         runtime=runtime, kubeconfig=kubeconfig, namespace=namespace, image=image,
-        victim_policy=victim_policy, on_demand_hold_s=on_demand_hold_s,
+        victim_policy=victim_policy, min_runtime_s=min_runtime_s,
+        on_demand_hold_s=on_demand_hold_s,
     )  # fmt: skip
     with _clear_errors():
         run_server(options, typer.echo)
