@@ -46,11 +46,7 @@ def schedule_pool(
     placements: list[Placement] = []
     reservations: list[Reservation] = []
     if hold is not None and hold.until > now:
-        held = _reserve(snapshot.hosts_in(pool), free, pool, hold.gpus, ON_DEMAND_HOLD)
-        if held is not None:
-            free.pop(held.host_id, None)
-            reservations.append(held)
-    reservation: Reservation | None = None
+        _hold_back(snapshot.hosts_in(pool), free, pool, hold.gpus, ON_DEMAND_HOLD, reservations)
     head_seen = False
     examined_after_head = 0
     largest_block = max((len(i) for i in free.values()), default=0)
@@ -69,14 +65,10 @@ def schedule_pool(
         if head_seen:
             continue
         head_seen = True
-        if now - ticket.enqueued_at >= config.head_reservation_after_s:
-            reservation = _reserve(
-                snapshot.hosts_in(pool), free, pool, ticket.gpus, ticket.subject_id
-            )
-            if reservation is not None:
-                reservations.append(reservation)
-                free.pop(reservation.host_id, None)
-                largest_block = max((len(i) for i in free.values()), default=0)
+        if now - ticket.enqueued_at >= config.head_reservation_after_s and _hold_back(
+            snapshot.hosts_in(pool), free, pool, ticket.gpus, ticket.subject_id, reservations
+        ):
+            largest_block = max((len(i) for i in free.values()), default=0)
     return Plan(placements=tuple(placements), reservations=tuple(reservations))
 
 
@@ -107,15 +99,23 @@ def _place(ticket: Ticket, host_id: str, free: dict[str, list[int]]) -> Placemen
     )
 
 
-def _reserve(
-    hosts: list[HostState], free: dict[str, list[int]], pool: PoolKey, gpus: int, subject_id: str
-) -> Reservation | None:
-    """Hold back the host closest to fitting `gpus`: most free GPUs now, then host id."""
+def _hold_back(
+    hosts: list[HostState],
+    free: dict[str, list[int]],
+    pool: PoolKey,
+    gpus: int,
+    subject_id: str,
+    reservations: list[Reservation],
+) -> bool:
+    """Reserve the host closest to fitting `gpus` (most free GPUs now, then host id): its free
+    GPUs leave `free`, and the reservation joins `reservations`. False if no host is big enough."""
     fitting = [s for s in hosts if s.host.gpu_count >= gpus]
     if not fitting:
-        return None
+        return False
     chosen = min(fitting, key=lambda s: (-len(free.get(s.host.id, ())), s.host.id))
-    return Reservation(pool=pool, host_id=chosen.host.id, subject_id=subject_id)
+    free.pop(chosen.host.id, None)
+    reservations.append(Reservation(pool=pool, host_id=chosen.host.id, subject_id=subject_id))
+    return True
 
 
 @dataclass(frozen=True, slots=True)
