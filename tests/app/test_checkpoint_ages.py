@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 from plane_world import POOL, World
 
-from lowcostgpu.app.checkpoint_ages import CheckpointAges
 from lowcostgpu.app.launch import LaunchRequest
+from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.fairness import FairLeastWorkLost
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.core.scheduler import SchedulerConfig

@@ -23,12 +23,12 @@ as the run goes on.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from lowcostgpu.core import engine
+from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.effects import (
     Effect,
     EmitEvent,
@@ -38,7 +38,6 @@ from lowcostgpu.core.effects import (
     StartWorkload,
 )
 from lowcostgpu.core.engine import EngineState, EngineStep, LaunchSpec
-from lowcostgpu.core.fairness import FairLeastWorkLost, typical_checkpoint_age_s
 from lowcostgpu.core.lifecycle import (
     CheckpointReported,
     InstanceState,
@@ -60,7 +59,7 @@ EXIT_ON_SIGTERM = 143
 _DONE = frozenset({Reason.SUCCEEDED, Reason.FAILED, Reason.STOPPED})
 _OD = CapacityClass.ON_DEMAND
 # The typical checkpoint age is learnt from the last this many reported intervals, and the
-# policy is updated every `_AGE_EVERY` new ones (the server's shell would do the same).
+# policy is updated every `_AGE_EVERY` new ones (`core.checkpoint_ages`, as the server does).
 _AGE_WINDOW = 2000
 _AGE_EVERY = 50
 
@@ -108,9 +107,7 @@ class Simulation:
         self.config = config
         # Jobs that save checkpoints but never report them (the hiding experiment).
         self.hidden = hidden
-        self.intervals: deque[int] = deque(maxlen=_AGE_WINDOW)
-        self.new_intervals = 0
-        self.last_report: dict[str, int] = {}
+        self.checkpoint_ages = CheckpointAges(_AGE_WINDOW, refresh_every=_AGE_EVERY)
         self.grace_period_s = grace_period_s
         self.on_progress = on_progress
         self.state = EngineState(FleetSnapshot.build(trace.hosts))
@@ -298,7 +295,6 @@ class Simulation:
         self._account(now)
         self.running[wl.job.capacity_class] += wl.job.gpus
         self.owner[effect.allocation_id] = wl.job.id
-        self.last_report.pop(wl.job.id, None)  # an interval does not span a requeue
         wl.start(effect.allocation_id, now)
         self._report(wl.job.id, WorkloadStarted(), now)
         self._schedule_next(wl)
@@ -359,17 +355,10 @@ class Simulation:
         """Report a saved checkpoint (unless the job hides them) and learn the typical interval."""
         if job_id in self.hidden:
             return
-        last = self.last_report.get(job_id)
-        self.last_report[job_id] = now
-        if last is not None and now > last:
-            self.intervals.append(now - last)
-            self.new_intervals += 1
-            policy = self.config.policy
-            if self.new_intervals >= _AGE_EVERY and isinstance(policy, FairLeastWorkLost):
-                self.new_intervals = 0
-                age = typical_checkpoint_age_s(self.intervals)
-                self.config = replace(self.config, policy=policy.with_typical_age(age))
+        before = self.state.instance(job_id)
         self._report(job_id, CheckpointReported(step), now)
+        self.checkpoint_ages.learn(before, self.state.instance(job_id))
+        self.config = self.checkpoint_ages.applied(self.config)
 
     # --- Measurements -----------------------------------------------------------------------
 

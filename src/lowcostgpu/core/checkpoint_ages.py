@@ -1,10 +1,11 @@
 """The fleet's typical checkpoint age, learnt from the checkpoints instances report.
 
 The fairness policy (`core.fairness`) charges an allocation that never reported a checkpoint the
-age a typical reporter's last checkpoint would have; the pure core cannot watch reports arrive,
-so the shell learns the figure here and hands the policy an updated copy. The intervals are kept
-in memory (the last `window` of them): a restart starts again from the policy's default, and the
-figure settles after a few dozen reports.
+age a typical reporter's last checkpoint would have; a policy is an immutable value, so whoever
+drives the engine (the server's plane, the simulator) learns the figure here from the instance
+states before and after each report and hands the engine an updated copy. The intervals are kept
+in memory (the last `window` of them): a restarted server starts again from the policy's default,
+and the figure settles after a few dozen reports.
 """
 
 from __future__ import annotations
@@ -16,13 +17,18 @@ from typing import Final
 from lowcostgpu.core.fairness import FairLeastWorkLost, typical_checkpoint_age_s
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.domain.errors import InvalidRequest
 
 WINDOW: Final = 2000
 
 
 class CheckpointAges:
-    def __init__(self, window: int = WINDOW) -> None:
+    def __init__(self, window: int = WINDOW, refresh_every: int = 1) -> None:
+        if window < 1 or refresh_every < 1:
+            raise InvalidRequest("CheckpointAges: window and refresh_every must be ≥ 1")
         self.intervals_s: deque[int] = deque(maxlen=window)
+        self.refresh_every = refresh_every  # new intervals between two updates of the policy
+        self._new = 0
 
     def learn(self, before: InstanceState, after: InstanceState) -> None:
         """One report: the time since the previous checkpoint of the same run, if there was one
@@ -35,11 +41,14 @@ class CheckpointAges:
             and after.last_checkpoint_at > before.last_checkpoint_at
         ):
             self.intervals_s.append(after.last_checkpoint_at - before.last_checkpoint_at)
+            self._new += 1
 
     def applied(self, config: SchedulerConfig) -> SchedulerConfig:
-        """The config whose fairness policy (if that is the policy) uses what was learnt."""
+        """The config whose fairness policy (if that is the policy) uses what was learnt, once
+        `refresh_every` new intervals have come in; until then, `config` as it is."""
         policy = config.policy
-        if not isinstance(policy, FairLeastWorkLost) or not self.intervals_s:
+        if not isinstance(policy, FairLeastWorkLost) or self._new < self.refresh_every:
             return config
+        self._new = 0
         aged = policy.with_typical_age(typical_checkpoint_age_s(self.intervals_s))
         return config if aged is policy else replace(config, policy=aged)
