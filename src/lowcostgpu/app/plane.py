@@ -19,7 +19,6 @@ from types import MappingProxyType
 from typing import Any
 
 from lowcostgpu.app import billing
-from lowcostgpu.app.checkpoint_ages import CheckpointAges
 from lowcostgpu.app.clusters import (
     ClusterRecords,
     ClusterRequests,
@@ -30,6 +29,7 @@ from lowcostgpu.app.clusters import (
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import LaunchRequest, build_launch
 from lowcostgpu.core import engine, lifecycle
+from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.drain import interruption_notice
 from lowcostgpu.core.effects import Effect, EmitEvent
 from lowcostgpu.core.engine import EngineState, EngineStep
@@ -170,8 +170,8 @@ class ControlPlane(ClusterRequests):
         return self._user(instance_id, DeleteRequested())
 
     def report_checkpoint(self, instance_id: str, step: int) -> StoredInstance:
-        before = self.store.instance(instance_id).state
-        stored = self._user(instance_id, CheckpointReported(step))
+        before = self.store.instance(instance_id).state  # NotFound before anything else
+        stored = self._reported(instance_id, CheckpointReported(step))
         self.checkpoint_ages.learn(before, stored.state)
         with self._lock:
             self.config = replace(
@@ -184,7 +184,9 @@ class ControlPlane(ClusterRequests):
 
     def _user(self, instance_id: str, event: LifecycleEvent) -> StoredInstance:
         self.store.instance(instance_id)  # NotFound before anything else
+        return self._reported(instance_id, event)
 
+    def _reported(self, instance_id: str, event: LifecycleEvent) -> StoredInstance:
         def decide(state: EngineState, now: Timestamp) -> Decision:
             return Decision(engine.report(state, instance_id, event, now, self.config.scheduler))
 
