@@ -7,9 +7,10 @@ One seed's figures swing by a factor of several (which jobs collide is luck), so
 tune `fair-least-work-lost` are pooled over seeds: lost GPU-hours and interruptions summed, the
 checkpointer penalty averaged, the hiding gain pooled (1 − Σ hiders' rate when hiding ÷ Σ their
 rate when reporting). A `--policy` is a policy name, or a JSON object of `FairLeastWorkLost`
-parameters. It prints a Markdown table; the figures are in docs/simulation.md. It runs each
-policy twice per seed (the hiding experiment): about 25 s per seed on the Alibaba trace at scale
-0.005, 3 s on the synthetic mix.
+parameters, or one of the simulator's yardsticks (`clairvoyant`, `clairvoyant-fair`: they know
+each job's true loss, `sim.clairvoyant`). It prints a Markdown table; the figures are in
+docs/simulation.md. It runs each policy twice per seed (the hiding experiment; once for a
+yardstick): about 25 s per seed on the Alibaba trace at scale 0.005, 3 s on the synthetic mix.
 """
 
 from __future__ import annotations
@@ -21,21 +22,34 @@ from pathlib import Path
 from typing import Any
 
 from lowcostgpu.core.fairness import FairLeastWorkLost
-from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name
+from lowcostgpu.core.policies import DEFAULT_POLICY_NAME
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.core.victims import VictimPolicy
-from lowcostgpu.sim.command import HIDING_SHARE, hiding_figures, hiding_jobs, load_trace
+from lowcostgpu.sim.clairvoyant import CLAIRVOYANT, CLAIRVOYANT_FAIR, Clairvoyant
+from lowcostgpu.sim.command import (
+    HIDING_SHARE,
+    hiding_figures,
+    hiding_jobs,
+    load_trace,
+    sim_policy,
+)
 from lowcostgpu.sim.metrics import summarise
 from lowcostgpu.sim.runner import Simulation
 
 ALIBABA = Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu-v2023"
-DEFAULT_POLICIES = (DEFAULT_POLICY_NAME, "least-work-lost", "youngest-first")
+DEFAULT_POLICIES = (
+    DEFAULT_POLICY_NAME,
+    "least-work-lost",
+    "youngest-first",
+    CLAIRVOYANT,
+    CLAIRVOYANT_FAIR,
+)
 
 
 def policy_of(spec: str, seed: int) -> VictimPolicy:
     if spec.startswith("{"):
         return FairLeastWorkLost(**json.loads(spec))
-    return policy_by_name(spec, seed)
+    return sim_policy(spec, seed)
 
 
 def one_seed(trace_spec: str, scale: float, seed: int, policy: VictimPolicy) -> dict[str, Any]:
@@ -43,19 +57,23 @@ def one_seed(trace_spec: str, scale: float, seed: int, policy: VictimPolicy) -> 
     config = SchedulerConfig(policy=policy)
     honest = Simulation(trace, config).run()
     figures = summarise(honest, catalog)
+    if isinstance(policy, Clairvoyant):  # reports do not change its choices: no hiding run
+        return {**figures, "hiding": None}
     hidden = hiding_jobs(trace, seed, HIDING_SHARE)
     hiding = hiding_figures(honest, Simulation(trace, config, hidden=hidden).run(), hidden, 0.25)
     return {**figures, "hiding": hiding}
 
 
-def pooled(runs: list[dict[str, Any]]) -> dict[str, float]:
-    reporting = sum(r["hiding"]["rate_when_reporting"] for r in runs)
-    hiding = sum(r["hiding"]["rate_when_hiding"] for r in runs)
+def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    hidings = [r["hiding"] for r in runs if r["hiding"] is not None]
+    reporting = sum(h["rate_when_reporting"] for h in hidings)
+    hiding = sum(h["rate_when_hiding"] for h in hidings)
+    penalties = [r["checkpointer_penalty"] for r in runs if r["checkpointer_penalty"] is not None]
     return {
         "lost": sum(r["lost_gpu_hours"] for r in runs),
         "interruptions": sum(r["interruptions"] for r in runs),
-        "penalty": statistics.mean(r["checkpointer_penalty"] for r in runs),
-        "hiding_gain": 1 - hiding / reporting if reporting else 0.0,
+        "penalty": f"{statistics.mean(penalties):.2f}" if penalties else "-",
+        "hiding_gain": f"{1 - hiding / reporting:.3f}" if reporting else "-",
         "reinterrupted": sum(r["reinterrupted_within_min_runtime"] for r in runs),
     }
 
@@ -70,20 +88,25 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     specs = args.policy or list(DEFAULT_POLICIES)
     print(f"{args.trace} · scale {args.fleet_scale} · seeds {seeds}")
-    print("| policy | lost GPU-h | vs least-work-lost | interruptions | checkpointer penalty "
-          "(mean) | hiding gain (pooled) | reinterrupted within min runtime |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    print("| policy | lost GPU-h | vs least-work-lost | vs youngest-first | interruptions | "
+          "checkpointer penalty (mean) | hiding gain (pooled) | reinterrupted within min "
+          "runtime |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     table = {}
     for spec in specs:
         runs = [one_seed(args.trace, args.fleet_scale, s, policy_of(spec, s)) for s in seeds]
         table[spec] = pooled(runs)
-    base = table.get("least-work-lost", {}).get("lost")
     for spec, row in table.items():
-        versus = f"{100 * (row['lost'] / base - 1):+.1f} %" if base else "-"
         print(
-            f"| {spec} | {row['lost']:,.1f} | {versus} | {row['interruptions']:,} | "
-            f"{row['penalty']:.2f} | {row['hiding_gain']:.3f} | {row['reinterrupted']} |"
+            f"| {spec} | {row['lost']:,.1f} | {_versus(table, row, 'least-work-lost')} | "
+            f"{_versus(table, row, 'youngest-first')} | {row['interruptions']:,} | "
+            f"{row['penalty']} | {row['hiding_gain']} | {row['reinterrupted']} |"
         )
+
+
+def _versus(table: dict[str, dict[str, Any]], row: dict[str, Any], name: str) -> str:
+    base = table.get(name, {}).get("lost")
+    return f"{100 * (row['lost'] / base - 1):+.1f} %" if base else "-"
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ def test_the_sim_command_writes_json_and_an_offline_html(tmp_path: Path) -> None
     )
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    assert sorted(report["policies"]) == sorted(POLICY_NAMES)
+    assert sorted(report["policies"]) == sorted([*POLICY_NAMES, "clairvoyant"])
+    assert "reference" in report["policies"]["clairvoyant"]  # the yardstick is marked as one
     for figures in report["policies"].values():
         for key in (
             "lost_gpu_hours",
@@ -93,6 +94,7 @@ def test_an_unknown_policy_is_refused(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "unknown victim policy 'fifo'" in result.output
+    assert "clairvoyant" in result.output  # the hint names the yardsticks too
 
 
 def test_a_slice_of_the_alibaba_trace_runs(tmp_path: Path) -> None:

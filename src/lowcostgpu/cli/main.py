@@ -158,7 +158,13 @@ def sim(
     fleet: Annotated[
         Path | None, typer.Option(help="fleet TOML file (default: the demo fleet)")
     ] = None,
-    policy: Annotated[str, typer.Option(help="victim policy, or `all` to compare them")] = "all",
+    policy: Annotated[
+        str,
+        typer.Option(
+            help="victim policy (or `clairvoyant`, `clairvoyant-fair`: the simulator's "
+            "yardsticks that know each job's true loss), or `all` to compare them"
+        ),
+    ] = "all",
     days: Annotated[float | None, typer.Option(help="simulate only the first N days")] = None,
     seed: Annotated[int, typer.Option(help="seed of every pseudo-random choice")] = 0,
     catalog: Annotated[

@@ -5,9 +5,9 @@ still protects fresh starts first, then the policy's cost decides, then fewest v
 recently interrupted and ids. Only the cost differs, so a comparison in the simulator measures the
 rule and nothing else.
 
-- `fair-least-work-lost` (ours, `core.fairness`; not the default yet): work lost (non-reporters at
-  the fleet's typical checkpoint age) + requeue cost + an interruption-history term.
-- `least-work-lost` (DESIGN.md §1, the default): GPU-seconds since the last reported checkpoint.
+- `fair-least-work-lost` (ours, `core.fairness`, the default): work lost (non-reporters at the
+  fleet's typical checkpoint age) + requeue cost + an interruption-history term.
+- `least-work-lost` (DESIGN.md §1): GPU-seconds since the last reported checkpoint.
 - `youngest-first` (kube-scheduler, Kueue): reclaim the most recently started allocation first,
   because it has run least. It ignores checkpoints.
 - `lowest-priority` (Slurm's default): the lowest `Allocation.priority` first, then a seeded

@@ -19,10 +19,12 @@ from typing import Any
 from lowcostgpu.adapters.files import load_catalog, load_fleet
 from lowcostgpu.core.policies import POLICY_NAMES, policy_by_name
 from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.core.victims import VictimPolicy
 from lowcostgpu.domain.catalog import Catalog, parse_catalog
-from lowcostgpu.domain.errors import ConfigError
+from lowcostgpu.domain.errors import ConfigError, InvalidRequest
 from lowcostgpu.domain.fleet import gpus_per_pool
 from lowcostgpu.sim.alibaba import is_alibaba_dir, read_alibaba
+from lowcostgpu.sim.clairvoyant import CLAIRVOYANT, REFERENCE_NAMES, Clairvoyant, reference_policy
 from lowcostgpu.sim.fairness import frequent_checkpointers, group_rate
 from lowcostgpu.sim.jobs import Trace
 from lowcostgpu.sim.metrics import summarise
@@ -75,10 +77,23 @@ def load_trace(
 
 
 def policy_names(policy: str) -> list[str]:
+    """`all`: every policy the server can run, then the clairvoyant yardstick."""
     if policy == "all":
-        return list(POLICY_NAMES)
-    policy_by_name(policy)  # refuses an unknown name, listing the known ones
+        return [*POLICY_NAMES, CLAIRVOYANT]
+    sim_policy(policy)  # refuses an unknown name, listing the known ones
     return [policy]
+
+
+def sim_policy(name: str, seed: int = 0) -> VictimPolicy:
+    """A policy the server can run (`core.policies`), or one of the simulator's yardsticks."""
+    reference = reference_policy(name)
+    if reference is not None:
+        return reference
+    try:
+        return policy_by_name(name, seed)
+    except InvalidRequest as exc:
+        known = ", ".join((*POLICY_NAMES, *REFERENCE_NAMES))
+        raise InvalidRequest(exc.message, hint=f"use one of: {known}, or all") from None
 
 
 def simulate(
@@ -102,7 +117,7 @@ def simulate(
     results: dict[str, dict[str, Any]] = {}
     samples: dict[str, list[Sample]] = {}
     for name in policies:
-        policy = policy_by_name(name, seed)
+        policy = sim_policy(name, seed)
         config_for = SchedulerConfig(
             min_runtime_s=base.min_runtime_s,
             head_reservation_after_s=base.head_reservation_after_s,
@@ -115,7 +130,9 @@ def simulate(
         figures = summarise(result, catalog)
         figures["wall_s"] = round(time.perf_counter() - started, 3)
         figures.pop("on_demand_waits_s")
-        if hidden:
+        if isinstance(policy, Clairvoyant):
+            figures["reference"] = "knows each job's true loss: a yardstick, not a policy"
+        elif hidden:  # (a yardstick's choice does not depend on reports: no hiding run)
             hiding = Simulation(trace, config_for, hidden=hidden).run()
             figures["hiding_experiment"] = hiding_figures(result, hiding, hidden, hiding_share)
             figures["hiding_gain"] = figures["hiding_experiment"]["gain"]

@@ -50,6 +50,7 @@ from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
 from lowcostgpu.domain.events import Reason
+from lowcostgpu.sim.clairvoyant import Clairvoyant
 from lowcostgpu.sim.clock import ARRIVAL, REPORT, RETRY, SAMPLE, TICK, EventHeap
 from lowcostgpu.sim.jobs import Trace
 from lowcostgpu.sim.workload import Next, Workload
@@ -105,6 +106,8 @@ class Simulation:
     ) -> None:
         self.trace = trace
         self.config = config
+        if isinstance(config.policy, Clairvoyant):  # the yardstick reads our workloads
+            self.config = replace(config, policy=config.policy.bound(self._loss_if_noticed_s))
         # Jobs that save checkpoints but never report them (the hiding experiment).
         self.hidden = hidden
         self.checkpoint_ages = CheckpointAges(_AGE_WINDOW, refresh_every=_AGE_EVERY)
@@ -350,6 +353,10 @@ class Simulation:
         elif kind == "finish":
             wl.finish(now)
             self._report(job_id, WorkloadExited(0), now)
+
+    def _loss_if_noticed_s(self, job_id: str, now: int) -> int:
+        wl = self.workloads.get(job_id)
+        return 0 if wl is None else wl.lost_if_noticed_s(now, self.grace_period_s)
 
     def _checkpoint(self, job_id: str, step: int, now: int) -> None:
         """Report a saved checkpoint (unless the job hides them) and learn the typical interval."""

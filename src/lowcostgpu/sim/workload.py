@@ -102,6 +102,20 @@ class Workload:
         self.saved_s += self.job.checkpoint_interval_s
         self.checkpoints_written += 1
 
+    def saves_at_notice(self, grace_s: int) -> bool:
+        """Whether a SIGTERM makes it write a checkpoint of everything done, within the grace."""
+        return self.job.checkpoints and self.job.checkpoint_cost_s <= grace_s
+
+    def lost_if_noticed_s(self, now: int, grace_s: int) -> int:
+        """The work a SIGTERM at `now` would lose (per GPU): what `notice` and `end_run` would
+        count. Only the simulator knows it; `sim.clairvoyant` chooses victims by it."""
+        if self.run is None or self.noticed_at is not None:
+            return 0
+        if self.saves_at_notice(grace_s):
+            return 0
+        done, saved = self.progress_at(now)
+        return max(0, done - max(self.saved_s, saved))
+
     def notice(self, now: int, grace_s: int) -> int | None:
         """SIGTERM: stop working. Returns when it exits by itself (None: it will be killed)."""
         assert self.run is not None
@@ -112,7 +126,7 @@ class Workload:
         self.saved_s = max(self.saved_s, saved)
         if not self.job.checkpoints:
             return now
-        if self.job.checkpoint_cost_s <= grace_s:
+        if self.saves_at_notice(grace_s):
             self.saved_s = done  # the last checkpoint holds everything done so far
             return now + self.job.checkpoint_cost_s
         return None
