@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sim_builders import OD, job, run
 
+from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.core.victims import LEAST_WORK_LOST
@@ -12,6 +13,7 @@ from lowcostgpu.domain.capacity import Allocation, CapacityClass, PoolKey
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.sim.clairvoyant import Clairvoyant, reference_policy
 from lowcostgpu.sim.jobs import Job
+from lowcostgpu.sim.metrics import summarise
 from lowcostgpu.sim.workload import Workload
 
 GRACE_S = 300
@@ -83,6 +85,29 @@ def test_the_yardstick_reclaims_the_job_that_truly_loses_least(
     policy_name: str, saver: int, never: int
 ) -> None:
     assert _victims(policy_name) == (saver, never)
+
+
+def test_each_reclaim_is_measured_against_the_clairvoyant_choice_at_that_moment() -> None:
+    jobs = [
+        job("saver", 0, 5000, interval=2000, cost=10),
+        job("never", 100, 5000),
+        job("od", 900, 100, cls=OD),
+    ]
+    result = run(jobs, config=SchedulerConfig(policy=LEAST_WORK_LOST))
+    # Least work lost reclaims the never-saver (800 s lost); the clairvoyant would have taken
+    # the saver, which loses nothing: all of it was avoidable.
+    assert result.reclaims.pairs == [(800, 0)]
+    figures = summarise(result, load_catalog())
+    assert figures["lost_gpu_hours_at_reclaims"] == figures["lost_gpu_hours"] == 0.222
+    assert figures["clairvoyant_lost_gpu_hours_at_the_same_reclaims"] == 0
+    assert figures["avoidable_lost_share"] == 1.0
+
+
+def test_a_reclaim_with_no_choice_is_unavoidable_loss() -> None:
+    # One never-saver fills the host: the on-demand request can only take it.
+    result = run([job("never", 0, 5000, gpus=2), job("od", 900, 100, gpus=2, cls=OD)])
+    assert result.reclaims.pairs == [(1800, 1800)]
+    assert summarise(result, load_catalog())["avoidable_lost_share"] == 0
 
 
 def _alloc(**changes: object) -> Allocation:

@@ -4,6 +4,9 @@ Definitions (docs/simulation.md repeats them with the results):
 
 - `lost_gpu_hours`: work done since the last saved checkpoint when a run was interrupted, times
   its GPUs — work that a restart must redo.
+- `clairvoyant_lost_gpu_hours_at_the_same_reclaims`, `avoidable_lost_share`: at each reclaim, what
+  the victims the clairvoyant yardstick would have chosen then would have lost (`sim.reclaims`),
+  and the share of the policy's loss at reclaims (`lost_gpu_hours_at_reclaims`) that choice saves.
 - `preemptible_goodput`: useful GPU-hours of interruptible jobs (work kept, redone work not
   counted twice) / GPU-hours they were billed for (from the meter: start to notice).
 - `median_time_between_interruptions_s`: over all interruptions, how long the interrupted run
@@ -61,6 +64,7 @@ def summarise(result: SimResult, catalog: Catalog) -> dict[str, Any]:
         "policy": result.policy,
         "jobs": _jobs(od, ir, result),
         **_interruptions(ir),
+        **_avoidable(result),
         **fairness_figures(ir, result.min_runtime_s),
         "preemptible_goodput": round(useful_ir / billed_ir, 4) if billed_ir else None,
         "useful_preemptible_gpu_hours": _hours(useful_ir),
@@ -110,6 +114,16 @@ def _interruptions(ir: list[Workload]) -> dict[str, Any]:
             t: percentile(v, 50) for t, v in sorted(by_type.items()) if v
         },
         "interruptions_by_gpu_type": {t: len(v) for t, v in sorted(by_type.items()) if v},
+    }
+
+
+def _avoidable(result: SimResult) -> dict[str, Any]:
+    """The policy's reclaims against the clairvoyant choice at each of them (`sim.reclaims`)."""
+    actual, best = result.reclaims.actual_gpu_s, result.reclaims.clairvoyant_gpu_s
+    return {
+        "lost_gpu_hours_at_reclaims": _hours(actual),
+        "clairvoyant_lost_gpu_hours_at_the_same_reclaims": _hours(best),
+        "avoidable_lost_share": round(1 - best / actual, 4) if actual else None,
     }
 
 

@@ -14,6 +14,7 @@ from lowcostgpu.sim.svg import bar_chart, line_chart
 DAY = 86400
 TABLE_KEYS = (
     "lost_gpu_hours",
+    "avoidable_lost_share",
     "preemptible_goodput",
     "interruptions",
     "interrupted_jobs",

@@ -53,6 +53,7 @@ from lowcostgpu.domain.events import Reason
 from lowcostgpu.sim.clairvoyant import Clairvoyant
 from lowcostgpu.sim.clock import ARRIVAL, REPORT, RETRY, SAMPLE, TICK, EventHeap
 from lowcostgpu.sim.jobs import Trace
+from lowcostgpu.sim.reclaims import ReclaimLosses
 from lowcostgpu.sim.workload import Next, Workload
 
 ACCOUNT = "sim"
@@ -91,6 +92,7 @@ class SimResult:
     events: int = 0
     engine_calls: int = 0
     min_runtime_s: int = 300
+    reclaims: ReclaimLosses = field(default_factory=ReclaimLosses)
 
 
 class Simulation:
@@ -127,6 +129,7 @@ class Simulation:
         self.busy_since = 0
         self.samples: list[Sample] = []
         self.rejected: dict[str, str] = {}
+        self.reclaims = ReclaimLosses()
         self.engine_calls = 0
         self.depth = 0
         self.next_job = 0
@@ -161,6 +164,7 @@ class Simulation:
             events=self.heap.popped,
             engine_calls=self.engine_calls,
             min_runtime_s=self.config.min_runtime_s,
+            reclaims=self.reclaims,
         )
 
     def _handle(self, kind: str, key: str, alloc: str) -> None:
@@ -199,8 +203,9 @@ class Simulation:
         spec = LaunchSpec(
             job.id, job.pool, job.gpus, job.capacity_class, ACCOUNT, True, self.grace_period_s
         )
+        before = self.state
         try:
-            step = engine.launch(self.state, spec, now, self.config)
+            step = engine.launch(before, spec, now, self.config)
         except InsufficientCapacity:
             self.engine_calls += 1
             self.waiting.setdefault(job.pool, [])
@@ -213,6 +218,9 @@ class Simulation:
             return True
         self.engine_calls += 1
         wl.launched_at = now
+        self.reclaims.measure(
+            before, spec, step, now, self.config, self._loss_if_noticed_s, self._gpus_of
+        )
         self._apply(step)
         return True
 
@@ -353,6 +361,9 @@ class Simulation:
         elif kind == "finish":
             wl.finish(now)
             self._report(job_id, WorkloadExited(0), now)
+
+    def _gpus_of(self, job_id: str) -> int:
+        return self.workloads[job_id].job.gpus
 
     def _loss_if_noticed_s(self, job_id: str, now: int) -> int:
         wl = self.workloads.get(job_id)
