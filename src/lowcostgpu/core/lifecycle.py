@@ -1,7 +1,9 @@
 """The instance state machine: queue, start, run, drain, requeue, stop, resume, delete.
 
 `step(state, event, now)` returns the new state, the effects to carry out and the next wake-up
-time. Every status change goes through `check_transition(INSTANCE_TRANSITIONS, ...)`.
+time. Every status change goes through `instance_state.to_status`, which checks it against
+`INSTANCE_TRANSITIONS`; the record and the helpers the transitions share are in
+`core.instance_state`.
 
 Decisions this module makes (see DESIGN.md "The drain sequence"):
 - An exit after a notice is an interruption (or a stop), never a success, whatever its code.
@@ -18,16 +20,13 @@ Decisions this module makes (see DESIGN.md "The drain sequence"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from lowcostgpu.core.drain import (
-    DEFAULT_GRACE_PERIOD_S,
     CheckpointReported,
     CompletionReported,
     DeadlineCheck,
     DeleteRequested,
-    DrainReason,
     Enqueued,
     LifecycleEvent,
     Placed,
@@ -39,29 +38,27 @@ from lowcostgpu.core.drain import (
     VictimReleased,
     WorkloadExited,
     WorkloadStarted,
-    check_grace_period,
     deadline_due,
     drain_data,
     open_drain,
     preempted_message,
 )
-from lowcostgpu.core.effects import (
-    Effect,
-    EmitEvent,
-    KillWorkload,
-    ReleaseAllocation,
-    SignalWorkload,
-    StartWorkload,
+from lowcostgpu.core.effects import Effect, EmitEvent, KillWorkload, SignalWorkload, StartWorkload
+from lowcostgpu.core.instance_state import (
+    DRAINING,
+    InstanceState,
+    Result,
+    Run,
+    checkpoint_words,
+    close_run,
+    instance_event,
+    release_gpus,
+    to_status,
 )
-from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
+from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest
 from lowcostgpu.domain.events import Reason
-from lowcostgpu.domain.status import (
-    INSTANCE_HOLDS_GPUS,
-    INSTANCE_TRANSITIONS,
-    InstanceStatus,
-    check_transition,
-)
+from lowcostgpu.domain.status import INSTANCE_HOLDS_GPUS, InstanceStatus
 
 __all__ = [
     "CheckpointReported",
@@ -86,59 +83,6 @@ __all__ = [
 ]
 
 _I = InstanceStatus
-DRAINING = frozenset({_I.INTERRUPTING, _I.STOPPING})
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """One stretch of a workload on GPUs; GPU billing covers [started_at, billed_until)."""
-
-    allocation_id: str
-    started_at: Timestamp
-    billed_until: Timestamp | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceState:
-    id: str
-    account_id: str
-    pool: PoolKey
-    gpus: int
-    capacity_class: CapacityClass
-    status: InstanceStatus = InstanceStatus.QUEUED
-    auto_requeue: bool = True
-    grace_period_s: int = DEFAULT_GRACE_PERIOD_S
-    enqueued_at: Timestamp | None = None  # the first enqueue, kept across requeues
-    restart_count: int = 0
-    placement_count: int = 0
-    allocation_id: str | None = None
-    host_id: str | None = None
-    gpu_indices: tuple[int, ...] = ()
-    waiting_for: frozenset[str] = field(default_factory=frozenset)
-    started_at: Timestamp | None = None
-    notice_at: Timestamp | None = None
-    deadline: Timestamp | None = None
-    drain_reason: DrainReason | None = None
-    preempted_for: str | None = None
-    stop_requested: bool = False  # a stop asked during an interruption: no requeue after it
-    last_checkpoint_step: int | None = None
-    last_checkpoint_at: Timestamp | None = None
-    interruption_count: int = 0
-    last_interrupted_at: Timestamp | None = None
-    exit_code: int | None = None
-    failure_reason: str | None = None
-    completed_reported: bool = False
-    runs: tuple[Run, ...] = ()
-
-    def __post_init__(self) -> None:
-        check_grace_period(self.grace_period_s, subject=f"instance {self.id}")
-        if self.gpus < 1:
-            raise InvalidRequest(f"instance {self.id}: gpus must be ≥ 1, got {self.gpus}")
-
-    @property
-    def launched(self) -> bool:
-        """Placed and told to start (not still waiting for reclaimed GPUs to be freed)."""
-        return self.allocation_id is not None and not self.waiting_for
 
 
 def new_instance(state: InstanceState, now: Timestamp) -> Step[InstanceState]:
@@ -153,10 +97,7 @@ def step(state: InstanceState, event: LifecycleEvent, now: Timestamp) -> Step[In
     return Step(state=s, effects=tuple(fx), wake_at=wake)
 
 
-_Result = tuple[InstanceState, list[Effect]]
-
-
-def _dispatch(s: InstanceState, event: LifecycleEvent, now: Timestamp) -> _Result:
+def _dispatch(s: InstanceState, event: LifecycleEvent, now: Timestamp) -> Result:
     match event:
         case Enqueued():
             return _enqueue(s, now)
@@ -188,38 +129,21 @@ def _dispatch(s: InstanceState, event: LifecycleEvent, now: Timestamp) -> _Resul
     raise InvalidRequest(f"instance {s.id}: unknown event {event!r}")  # pragma: no cover
 
 
-def _to(s: InstanceState, target: InstanceStatus) -> InstanceState:
-    status = check_transition(INSTANCE_TRANSITIONS, s.status, target, subject=f"instance {s.id}")
-    return replace(s, status=status)
-
-
-def _event(
-    s: InstanceState, reason: Reason, message: str, now: Timestamp, /, **data: Any
-) -> EmitEvent:
-    return EmitEvent("instance", s.id, reason, message, now, s.account_id, data)
-
-
-def _checkpoint_words(s: InstanceState) -> str:
-    if s.last_checkpoint_step is None:
-        return "no checkpoint reported"
-    return f"checkpoint step {s.last_checkpoint_step} on volume"
-
-
 # --- Queue and start -----------------------------------------------------------------------
 
 
-def _enqueue(s: InstanceState, now: Timestamp) -> _Result:
+def _enqueue(s: InstanceState, now: Timestamp) -> Result:
     if s.status is not _I.QUEUED:
         return _resume(s, now)
     if s.enqueued_at is not None:
         return s, []  # already queued: enqueueing twice changes nothing
     s = replace(s, enqueued_at=now)
     words = f"queued in {s.pool} for {s.gpus} GPU(s) ({s.capacity_class})"
-    return s, [_event(s, Reason.QUEUED, words, now, pool=str(s.pool), gpus=s.gpus)]
+    return s, [instance_event(s, Reason.QUEUED, words, now, pool=str(s.pool), gpus=s.gpus)]
 
 
-def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> _Result:
-    s = _to(s, _I.STARTING)
+def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> Result:
+    s = to_status(s, _I.STARTING)
     s = replace(
         s,
         restart_count=s.restart_count + (1 if s.placement_count > 0 else 0),
@@ -242,7 +166,7 @@ def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> _Result:
     if s.waiting_for:
         words += f"; starts when {len(s.waiting_for)} reclaimed allocation(s) have left"
     data = {"host_id": ev.host_id, "gpu_indices": list(s.gpu_indices)}
-    fx: list[Effect] = [_event(s, Reason.SCHEDULED, words, now, **data)]
+    fx: list[Effect] = [instance_event(s, Reason.SCHEDULED, words, now, **data)]
     if not s.waiting_for:
         fx.append(_start_effect(s))
     return s, fx
@@ -253,63 +177,47 @@ def _start_effect(s: InstanceState) -> StartWorkload:
     return StartWorkload(s.id, s.allocation_id, s.host_id, s.gpu_indices, s.restart_count)
 
 
-def _victim_released(s: InstanceState, ev: VictimReleased) -> _Result:
+def _victim_released(s: InstanceState, ev: VictimReleased) -> Result:
     if s.status is not _I.STARTING or ev.allocation_id not in s.waiting_for:
         return s, []
     s = replace(s, waiting_for=s.waiting_for - {ev.allocation_id})
     return s, ([] if s.waiting_for else [_start_effect(s)])
 
 
-def _started(s: InstanceState, now: Timestamp) -> _Result:
+def _started(s: InstanceState, now: Timestamp) -> Result:
     if s.status is not _I.STARTING or not s.launched:
         return s, []  # a late or duplicate report
     allocation_id = s.allocation_id
     assert allocation_id is not None
-    s = replace(_to(s, _I.RUNNING), started_at=now, runs=(*s.runs, Run(allocation_id, now)))
+    s = replace(to_status(s, _I.RUNNING), started_at=now, runs=(*s.runs, Run(allocation_id, now)))
     if s.restart_count == 0:
-        return s, [_event(s, Reason.STARTED, f"started on {s.host_id}", now)]
-    words = f"auto-restarted (restart {s.restart_count}), resume from {_checkpoint_words(s)}"
+        return s, [instance_event(s, Reason.STARTED, f"started on {s.host_id}", now)]
+    words = f"auto-restarted (restart {s.restart_count}), resume from {checkpoint_words(s)}"
     data = {"restart_count": s.restart_count, "resume_step": s.last_checkpoint_step}
-    return s, [_event(s, Reason.RESTARTED, words, now, **data)]
+    return s, [instance_event(s, Reason.RESTARTED, words, now, **data)]
 
 
-def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> _Result:
+def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> Result:
     if s.status in DRAINING:
         return _finish_drain(s, now)
     if s.status is not _I.STARTING:
         return s, []
-    s = replace(_to(s, _I.FAILED), failure_reason=ev.reason)
-    return _release(s, [_event(s, Reason.FAILED, f"could not start: {ev.reason}", now)])
+    s = replace(to_status(s, _I.FAILED), failure_reason=ev.reason)
+    return release_gpus(s, [instance_event(s, Reason.FAILED, f"could not start: {ev.reason}", now)])
 
 
-def _release(s: InstanceState, fx: list[Effect]) -> _Result:
-    """Free the GPUs first, then say so: the on-demand request waiting for them starts sooner."""
-    released: list[Effect] = []
-    if s.allocation_id is not None:
-        released.append(ReleaseAllocation(s.allocation_id))
-    s = replace(s, allocation_id=None, host_id=None, gpu_indices=(), waiting_for=frozenset())
-    return s, released + fx
-
-
-def _close_run(s: InstanceState, at: Timestamp) -> InstanceState:
-    """End GPU billing of the current run at `at` (the notice, or the exit without notice)."""
-    if not s.runs or s.runs[-1].billed_until is not None:
-        return s
-    return replace(s, runs=(*s.runs[:-1], replace(s.runs[-1], billed_until=at)))
-
-
-def _checkpoint(s: InstanceState, ev: CheckpointReported, now: Timestamp) -> _Result:
+def _checkpoint(s: InstanceState, ev: CheckpointReported, now: Timestamp) -> Result:
     if s.status is _I.DELETED:
         return s, []
     s = replace(s, last_checkpoint_step=ev.step, last_checkpoint_at=now)
     words = f"checkpoint step {ev.step} on volume"
-    return s, [_event(s, Reason.CHECKPOINT_REPORTED, words, now, step=ev.step)]
+    return s, [instance_event(s, Reason.CHECKPOINT_REPORTED, words, now, step=ev.step)]
 
 
 # --- Exit and outcome -------------------------------------------------------------------------
 
 
-def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> _Result:
+def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> Result:
     if s.status in DRAINING:
         return _finish_drain(replace(s, exit_code=ev.exit_code), now)
     if s.status is _I.STARTING and s.launched:
@@ -318,25 +226,29 @@ def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> _Result:
         return s, started + fx
     if s.status is not _I.RUNNING:
         return s, []  # stale: after SIGKILL the drain is already over
-    s = _close_run(replace(s, exit_code=ev.exit_code), now)
+    s = close_run(replace(s, exit_code=ev.exit_code), now)
     if s.completed_reported or ev.exit_code == 0:
-        s = _to(s, _I.SUCCEEDED)
-        return _release(s, [_event(s, Reason.SUCCEEDED, "succeeded", now, exit_code=ev.exit_code)])
+        s = to_status(s, _I.SUCCEEDED)
+        return release_gpus(
+            s, [instance_event(s, Reason.SUCCEEDED, "succeeded", now, exit_code=ev.exit_code)]
+        )
     reason = "exited without an exit code" if ev.exit_code is None else f"exited {ev.exit_code}"
-    s = replace(_to(s, _I.FAILED), failure_reason=reason)
-    return _release(s, [_event(s, Reason.FAILED, f"failed: {reason}", now, exit_code=ev.exit_code)])
+    s = replace(to_status(s, _I.FAILED), failure_reason=reason)
+    return release_gpus(
+        s, [instance_event(s, Reason.FAILED, f"failed: {reason}", now, exit_code=ev.exit_code)]
+    )
 
 
 # --- The drain: reclaim and stop ---------------------------------------------------------------
 
 
-def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> _Result:
+def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> Result:
     if not s.capacity_class.preemptible:
         raise Conflict(
             f"instance {s.id} is on-demand: on-demand instances are never preempted",
             hint="reclaim only interruptible allocations",
         )
-    s = _to(s, _I.INTERRUPTING)
+    s = to_status(s, _I.INTERRUPTING)
     window = open_drain(now, s.grace_period_s)
     s = replace(
         s,
@@ -356,12 +268,12 @@ def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> _Result:
         restart_count=s.restart_count,
     )
     message = preempted_message(ev.for_subject, s.grace_period_s, ev.reason)
-    return _begin_drain(s, _event(s, Reason.PREEMPTED, message, now, **data), now)
+    return _begin_drain(s, instance_event(s, Reason.PREEMPTED, message, now, **data), now)
 
 
-def _begin_drain(s: InstanceState, notice: EmitEvent, now: Timestamp) -> _Result:
+def _begin_drain(s: InstanceState, notice: EmitEvent, now: Timestamp) -> Result:
     """T+0: billing stops, SIGTERM; a workload never launched, or grace 0, ends at once."""
-    s = _close_run(s, now)
+    s = close_run(s, now)
     if not s.launched:
         s, ended = _finish_drain(s, now)
         return s, [notice, *ended]
@@ -373,72 +285,76 @@ def _begin_drain(s: InstanceState, notice: EmitEvent, now: Timestamp) -> _Result
     return s, fx
 
 
-def _stop(s: InstanceState, now: Timestamp) -> _Result:
+def _stop(s: InstanceState, now: Timestamp) -> Result:
     if s.status in (_I.STOPPING, _I.STOPPED):
         return s, []  # stopping twice changes nothing
     if s.status is _I.INTERRUPTING:
         words = "stop requested during the interruption: it will not be requeued"
         s = replace(s, stop_requested=True)
-        return s, [_event(s, Reason.STOPPING, words, now)]
+        return s, [instance_event(s, Reason.STOPPING, words, now)]
     if s.status in (_I.QUEUED, _I.INTERRUPTED):
-        s = _to(s, _I.STOPPED)
-        return s, [_event(s, Reason.STOPPED, f"stopped; {_checkpoint_words(s)}", now)]
-    s = _to(s, _I.STOPPING)
+        s = to_status(s, _I.STOPPED)
+        return s, [instance_event(s, Reason.STOPPED, f"stopped; {checkpoint_words(s)}", now)]
+    s = to_status(s, _I.STOPPING)
     window = open_drain(now, s.grace_period_s)
     s = replace(s, notice_at=window.notice_at, deadline=window.deadline, drain_reason="stop")
     words = f"stopping: SIGTERM sent, SIGKILL in {s.grace_period_s} s if still running"
     data = drain_data(window, for_subject=None, lost_gpu_s=0, reason="stop")
-    return _begin_drain(s, _event(s, Reason.STOPPING, words, now, **data), now)
+    return _begin_drain(s, instance_event(s, Reason.STOPPING, words, now, **data), now)
 
 
-def _deadline(s: InstanceState, now: Timestamp) -> _Result:
+def _deadline(s: InstanceState, now: Timestamp) -> Result:
     if s.status not in DRAINING or not deadline_due(s.deadline, now):
         return s, []  # not yet (the step's wake_at is still the deadline) or a stale timer
     assert s.allocation_id is not None
     killed: list[Effect] = [
         KillWorkload(s.id, s.allocation_id),
-        _event(s, Reason.KILLED, "grace period over: SIGKILL sent", now, deadline=s.deadline),
+        instance_event(
+            s, Reason.KILLED, "grace period over: SIGKILL sent", now, deadline=s.deadline
+        ),
     ]
     s, fx = _finish_drain(s, now)
     return s, killed + fx
 
 
-def _finish_drain(s: InstanceState, now: Timestamp) -> _Result:
+def _finish_drain(s: InstanceState, now: Timestamp) -> Result:
     """The workload is gone (exited or killed): free the GPUs, then interrupted or stopped."""
     if s.status is _I.STOPPING:
-        s = _to(s, _I.STOPPED)
-        return _release(s, [_event(s, Reason.STOPPED, f"stopped; {_checkpoint_words(s)}", now)])
-    s = _to(s, _I.INTERRUPTED)
-    words = f"interrupted — {_checkpoint_words(s)}"
+        s = to_status(s, _I.STOPPED)
+        return release_gpus(
+            s, [instance_event(s, Reason.STOPPED, f"stopped; {checkpoint_words(s)}", now)]
+        )
+    s = to_status(s, _I.INTERRUPTED)
+    words = f"interrupted — {checkpoint_words(s)}"
     data = {"last_checkpoint_step": s.last_checkpoint_step, "exit_code": s.exit_code}
-    s, fx = _release(s, [_event(s, Reason.INTERRUPTED, words, now, **data)])
+    s, fx = release_gpus(s, [instance_event(s, Reason.INTERRUPTED, words, now, **data)])
     if s.stop_requested:
-        s = _to(s, _I.STOPPED)
-        return s, [*fx, _event(s, Reason.STOPPED, "stopped after its interruption", now)]
+        s = to_status(s, _I.STOPPED)
+        return s, [*fx, instance_event(s, Reason.STOPPED, "stopped after its interruption", now)]
     if s.auto_requeue:
-        s = _to(s, _I.QUEUED)
+        s = to_status(s, _I.QUEUED)
         words = "requeued at its original position; restarts from its volume when capacity frees"
-        return s, [*fx, _event(s, Reason.REQUEUED, words, now, enqueued_at=s.enqueued_at)]
+        return s, [*fx, instance_event(s, Reason.REQUEUED, words, now, enqueued_at=s.enqueued_at)]
     return s, fx
 
 
 # --- User requests ----------------------------------------------------------------------------
 
 
-def _resume(s: InstanceState, now: Timestamp) -> _Result:
+def _resume(s: InstanceState, now: Timestamp) -> Result:
     if s.status is _I.QUEUED:
         return s, []  # already waiting in the queue
-    s = _to(s, _I.QUEUED)
+    s = to_status(s, _I.QUEUED)
     s = replace(
         s,
         enqueued_at=s.enqueued_at if s.enqueued_at is not None else now,
         stop_requested=False,
     )
-    words = f"resumed: queued again at its original position; {_checkpoint_words(s)}"
-    return s, [_event(s, Reason.QUEUED, words, now, enqueued_at=s.enqueued_at)]
+    words = f"resumed: queued again at its original position; {checkpoint_words(s)}"
+    return s, [instance_event(s, Reason.QUEUED, words, now, enqueued_at=s.enqueued_at)]
 
 
-def _delete(s: InstanceState, now: Timestamp) -> _Result:
+def _delete(s: InstanceState, now: Timestamp) -> Result:
     if s.status is _I.DELETED:
         return s, []
     if s.status in INSTANCE_HOLDS_GPUS:
@@ -447,5 +363,7 @@ def _delete(s: InstanceState, now: Timestamp) -> _Result:
             hint=f"stop it first (`lowcostgpu stop {s.id}`), then delete it once it is stopped",
             status=str(s.status),
         )
-    s = _to(s, _I.DELETED)
-    return s, [_event(s, Reason.DELETED, "deleted; its volume is kept unless deleted too", now)]
+    s = to_status(s, _I.DELETED)
+    return s, [
+        instance_event(s, Reason.DELETED, "deleted; its volume is kept unless deleted too", now)
+    ]
