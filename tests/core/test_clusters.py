@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from test_clusters_support import POOL, Sim
 
+from lowcostgpu.core.cluster_reconcile import delete_cluster, reconcile_cluster
 from lowcostgpu.core.clusters import (
     COMPUTE_CLASS_LABEL,
     DRAIN_CLUSTER_DELETE,
@@ -14,11 +15,9 @@ from lowcostgpu.core.clusters import (
     allocated_preemptible_gpus,
     convert_node_class,
     create_cluster,
-    delete_cluster,
     node_labels,
     node_taints,
     pending_preemptible_gpus,
-    reconcile_cluster,
     standard_node_requests,
     update_target,
     validate_cluster_spec,

@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import count
 
+from lowcostgpu.core.cluster_reconcile import reconcile_cluster
 from lowcostgpu.core.clusters import (
     ClusterPlan,
     ClusterSpec,
     ClusterState,
     create_cluster,
     new_node,
-    reconcile_cluster,
 )
 from lowcostgpu.core.drain import Placed, Reclaimed, WorkloadExited
 from lowcostgpu.core.effects import EmitEvent

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lowcostgpu.core import clusters
+from lowcostgpu.core import cluster_reconcile, clusters
 from lowcostgpu.core.clusters import ClusterSpec, ClusterState, fresh_node_ids, new_node
 from lowcostgpu.core.drain import WorkloadExited
 from lowcostgpu.core.engine import EngineState, EngineStep, Work
@@ -79,7 +79,7 @@ def delete_cluster(
     cluster = state.cluster(cluster_id)
     work = Work(state)
     mine = [n for n in work.nodes.values() if n.cluster_id == cluster_id]
-    work.apply_cluster_plan(clusters.delete_cluster(cluster, mine, now), now)
+    work.apply_cluster_plan(cluster_reconcile.delete_cluster(cluster, mine, now), now)
     work.schedule(now, config)
     return work.done()
 

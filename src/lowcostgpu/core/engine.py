@@ -12,7 +12,8 @@ same pool queue and then an allocation the scheduler may reclaim, a standard nod
 placement. When clusters exist, every input ends with `Work.schedule`: reconcile the clusters
 toward their targets (a reclaimed node is replaced at T+0), a queue pass, and a second reconcile
 that reports TargetMet/TargetUnmet on what the pass placed. Cluster requests are in
-`core.cluster_engine`.
+`core.cluster_engine`. How an instance or a node shows in the fleet (its ticket, its allocation)
+is `core.fleet_sync`, shared by the rebuild and by `Work`.
 
 Every function returns an `EngineStep`: the new state, the effects in the order they must be
 carried out, and the earliest time the shell must call `tick` again.
@@ -24,15 +25,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from lowcostgpu.core import clusters, lifecycle, nodes
+from lowcostgpu.core import cluster_reconcile, lifecycle, nodes
 from lowcostgpu.core.clusters import ClusterPlan, ClusterState
 from lowcostgpu.core.drain import DEFAULT_GRACE_PERIOD_S
 from lowcostgpu.core.effects import Effect, ReleaseAllocation
+from lowcostgpu.core.fleet_sync import fleet_of, follow_instance, follow_node
 from lowcostgpu.core.holds import OnDemandHold, active, with_refusal
+from lowcostgpu.core.instance_state import DRAINING
 from lowcostgpu.core.lifecycle import InstanceState, LifecycleEvent
 from lowcostgpu.core.nodes import NodeEvent, NodeState
-from lowcostgpu.core.nodes import allocation_of_node as node_allocation
-from lowcostgpu.core.nodes import ticket_for_node as node_ticket
 from lowcostgpu.core.queue import schedule_pool
 from lowcostgpu.core.scheduler import DEFAULT_CONFIG, SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import (
@@ -41,16 +42,13 @@ from lowcostgpu.core.snapshot import (
     apply_plan,
     dequeue,
     enqueue,
-    placed_at,
     release,
-    update_allocation,
 )
 from lowcostgpu.core.state import Plan, Request, Ticket
-from lowcostgpu.domain.capacity import Allocation, CapacityClass, Host, PoolKey, Timestamp
+from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey, Timestamp
 from lowcostgpu.domain.errors import Conflict, NotFound
-from lowcostgpu.domain.status import ClusterStatus, InstanceStatus, NodeStatus
+from lowcostgpu.domain.status import ClusterStatus, NodeStatus
 
-_I = InstanceStatus
 _N = NodeStatus
 
 
@@ -131,9 +129,7 @@ class Work:
         result = lifecycle.step(old, event, now)
         new = self.instances[instance_id] = result.state
         self.effects.extend(result.effects)
-        self._follow_queue(old, new)
-        if new.allocation_id is not None:
-            self._follow_allocation(new)
+        self.fleet = follow_instance(self.fleet, old, new)
         for effect in result.effects:
             if isinstance(effect, ReleaseAllocation):
                 self._release(effect.allocation_id, old.host_id, now)
@@ -149,43 +145,10 @@ class Work:
     ) -> None:
         self.nodes[new.id] = new
         self.effects.extend(effects)
-        if old.queued and not new.queued and new.allocation_id is None:
-            self.fleet = dequeue(self.fleet, new.pool, {new.id})
-        if new.allocation_id is not None:
-            alloc = self.fleet.allocation(new.allocation_id, new.host_id)
-            wanted = replace(
-                alloc,
-                draining=alloc.draining or new.status is _N.CORDONED,
-                last_interrupted_at=new.last_interrupted_at,
-            )
-            if wanted != alloc:
-                self.fleet = update_allocation(self.fleet, wanted)
+        self.fleet = follow_node(self.fleet, old, new)
         for effect in effects:
             if isinstance(effect, ReleaseAllocation):
                 self._release(effect.allocation_id, old.host_id, now)
-
-    def _follow_queue(self, old: InstanceState, new: InstanceState) -> None:
-        if new.status is _I.QUEUED and old.status is not _I.QUEUED:
-            self.fleet = enqueue(self.fleet, ticket_for(new))
-        elif old.status is _I.QUEUED and new.status in (_I.STOPPED, _I.DELETED):
-            self.fleet = dequeue(self.fleet, new.pool, {new.id})
-
-    def _follow_allocation(self, inst: InstanceState) -> None:
-        """Keep the instance's allocation in step with it: a draining instance (reclaimed or
-        stopped) is never a victim again, a checkpoint lowers what a reclaim would cost, and the
-        interruption history feeds victim choice."""
-        assert inst.allocation_id is not None
-        alloc = self.fleet.allocation(inst.allocation_id, inst.host_id)
-        wanted = replace(
-            alloc,
-            draining=alloc.draining or inst.status in lifecycle.DRAINING,
-            last_checkpoint_at=inst.last_checkpoint_at,
-            last_interrupted_at=inst.last_interrupted_at,
-            interruption_count=inst.interruption_count,
-            earlier_run_s=earlier_run_s(inst),
-        )
-        if wanted != alloc:
-            self.fleet = update_allocation(self.fleet, wanted)
 
     def _release(self, allocation_id: str, host_id: str | None, now: Timestamp) -> None:
         """Free the allocation's GPUs and start whoever waited for exactly those GPUs."""
@@ -244,7 +207,7 @@ class Work:
         for cluster_id in sorted(self.clusters):
             cluster = self.clusters[cluster_id]
             mine = [n for n in self.nodes.values() if n.cluster_id == cluster_id]
-            self.apply_cluster_plan(clusters.reconcile_cluster(cluster, mine, now), now)
+            self.apply_cluster_plan(cluster_reconcile.reconcile_cluster(cluster, mine, now), now)
 
     def apply_cluster_plan(self, plan: ClusterPlan, now: Timestamp) -> None:
         """New nodes join the queue, pending ones leave it, ready ones are drained."""
@@ -279,17 +242,12 @@ def state_from_instances(
     """Rebuild the engine state from stored instances, clusters and nodes: the fleet snapshot is
     derived, not stored.
 
-    An instance or a node holding GPUs becomes its allocation (draining while it drains, waiting
-    for the victims it waits for); a queued instance or preemptible node becomes its ticket at its
-    original enqueue time. Removed nodes and deleted clusters are history: left out.
+    Allocations and tickets come from `fleet_sync.fleet_of`. Removed nodes and deleted clusters
+    are history: left out.
     """
     by_id = {i.id: i for i in instances}
     live_nodes = {n.id: n for n in nodes if n.status is not _N.REMOVED}
-    allocations = [_allocation_of(i) for i in by_id.values() if i.allocation_id is not None]
-    allocations += [node_allocation(n) for n in live_nodes.values() if n.allocation_id is not None]
-    tickets = [ticket_for(i) for i in by_id.values() if i.status is _I.QUEUED]
-    tickets += [node_ticket(n) for n in live_nodes.values() if n.queued]
-    fleet = FleetSnapshot.build(hosts, allocations, tickets)
+    fleet = fleet_of(hosts, by_id.values(), live_nodes.values())
     live_clusters = {c.id: c for c in clusters if c.status is not ClusterStatus.DELETED}
     return EngineState(
         fleet,
@@ -312,35 +270,6 @@ def forget_history(state: EngineState) -> EngineState:
     )
 
 
-def _allocation_of(inst: InstanceState) -> Allocation:
-    assert inst.allocation_id is not None and inst.host_id is not None
-    return Allocation(
-        id=inst.allocation_id,
-        subject_id=inst.id,
-        host_id=inst.host_id,
-        pool=inst.pool,
-        gpu_indices=frozenset(inst.gpu_indices),
-        capacity_class=inst.capacity_class,
-        started_at=placed_at(inst.allocation_id),
-        account_id=inst.account_id,
-        last_checkpoint_at=inst.last_checkpoint_at,
-        last_interrupted_at=inst.last_interrupted_at,
-        interruption_count=inst.interruption_count,
-        earlier_run_s=earlier_run_s(inst),
-        draining=inst.status in lifecycle.DRAINING,
-        waits_for=inst.waiting_for,
-    )
-
-
-def earlier_run_s(inst: InstanceState) -> int:
-    """Seconds on GPUs of the instance's finished runs (not the current allocation's run)."""
-    return sum(
-        run.billed_until - run.started_at
-        for run in inst.runs
-        if run.billed_until is not None and run.allocation_id != inst.allocation_id
-    )
-
-
 def _queue_pass(
     fleet: FleetSnapshot,
     now: Timestamp,
@@ -353,21 +282,6 @@ def _queue_pass(
     for pool in sorted(p for p, queue in fleet.queues.items() if queue):
         plan = plan.merged(schedule_pool(fleet, pool, now, config, holds.get(pool)))
     return plan
-
-
-def ticket_for(inst: InstanceState) -> Ticket:
-    """The queue ticket of a queued instance: its first enqueue time and its history."""
-    assert inst.enqueued_at is not None
-    return Ticket(
-        subject_id=inst.id,
-        pool=inst.pool,
-        gpus=inst.gpus,
-        enqueued_at=inst.enqueued_at,
-        account_id=inst.account_id,
-        last_checkpoint_at=inst.last_checkpoint_at,
-        last_interrupted_at=inst.last_interrupted_at,
-        interruption_count=inst.interruption_count,
-    )
 
 
 def launch(
@@ -461,7 +375,7 @@ def next_wake(state: EngineState) -> Timestamp | None:
     deadlines = [
         i.deadline
         for i in state.instances.values()
-        if i.deadline is not None and i.status in lifecycle.DRAINING
+        if i.deadline is not None and i.status in DRAINING
     ]
     deadlines += [
         n.deadline
