@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NoReturn
 
+from lowcostgpu.app.decisions import Decision
 from lowcostgpu.core import cluster_engine
 from lowcostgpu.core.clusters import ClusterSpec, ClusterState
 from lowcostgpu.core.effects import Effect
@@ -45,7 +46,7 @@ from lowcostgpu.ports.store import (
 )
 
 if TYPE_CHECKING:
-    from lowcostgpu.app.plane import Decision, PlaneConfig
+    from lowcostgpu.app.plane import PlaneConfig
 
 log = logging.getLogger(__name__)
 PLACEHOLDER_ARGV = ("sleep", "infinity")
@@ -197,8 +198,6 @@ class ClusterRequests:
         raise NotImplementedError  # pragma: no cover (ControlPlane's)
 
     def create_cluster(self, request: ClusterRequest) -> ClusterView:
-        from lowcostgpu.app.plane import Decision
-
         cluster_id = self.ids.new_id("c")
         spec = ClusterSpec(
             pool=self._pool(request.gpu_type, request.region),
@@ -220,8 +219,6 @@ class ClusterRequests:
     def update_cluster_target(
         self, cluster_id: str, desired_preemptible_gpus: int, account_id: str | None = None
     ) -> ClusterView:
-        from lowcostgpu.app.plane import Decision
-
         self.get_cluster(cluster_id, account_id)
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
@@ -235,8 +232,6 @@ class ClusterRequests:
         return self.get_cluster(cluster_id)
 
     def delete_cluster(self, cluster_id: str, account_id: str | None = None) -> ClusterView:
-        from lowcostgpu.app.plane import Decision
-
         self.get_cluster(cluster_id, account_id)
 
         def decide(state: EngineState, now: Timestamp) -> Decision:

@@ -3,8 +3,9 @@
 A decision reads `now` once, loads the instances from the store, rebuilds the engine state from
 them (`core.engine.state_from_instances`), lets the pure engine decide, and commits the changed
 instances with their expected versions together with the effects (outbox) and events in one
-transaction. Only then are the effects carried out (`app.effects`), and marked done. A conflict
-(`StaleWrite`) means someone else wrote first: the decision is made again on fresh state.
+transaction (the commit is built by `app.decisions`). Only then are the effects carried out
+(`app.effects`), and marked done. A conflict (`StaleWrite`) means someone else wrote first: the
+decision is made again on fresh state.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from itertools import pairwise
 from types import MappingProxyType
@@ -26,14 +27,16 @@ from lowcostgpu.app.clusters import (
     node_allocations,
     node_spans,
 )
+from lowcostgpu.app.decisions import Decision, commit_of, stamped, volume_created
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import LaunchRequest, build_launch
-from lowcostgpu.core import engine, lifecycle
+from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.drain import interruption_notice
-from lowcostgpu.core.effects import Effect, EmitEvent
+from lowcostgpu.core.effects import Effect
 from lowcostgpu.core.engine import EngineState, EngineStep
 from lowcostgpu.core.holds import OnDemandHold, with_refusal
+from lowcostgpu.core.instance_state import DRAINING
 from lowcostgpu.core.lifecycle import (
     CheckpointReported,
     CompletionReported,
@@ -55,20 +58,11 @@ from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import Conflict, InsufficientCapacity, StaleWrite, Unavailable
-from lowcostgpu.domain.events import Reason, event_type_of
+from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.clock import Clock, IdSource
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
-from lowcostgpu.ports.store import (
-    Commit,
-    EventRecord,
-    InstanceWrite,
-    LaunchRecord,
-    OutboxEntry,
-    Store,
-    StoredInstance,
-    VolumeRecord,
-)
+from lowcostgpu.ports.store import Commit, OutboxEntry, Store, StoredInstance, VolumeRecord
 
 MAX_ATTEMPTS = 5  # decisions retried after a StaleWrite before giving up
 STATS_WINDOW_S = 7 * 24 * 3600
@@ -80,15 +74,6 @@ class PlaneConfig:
     metering_interval_s: int = 60
     poll_interval_s: float = 1.0  # how often the loop looks at the runtime at the latest
     low_balance_usd: Decimal = billing.DEFAULT_LOW_BALANCE_USD  # `BalanceLow` below this
-
-
-@dataclass
-class Decision:
-    """What one decision produced, before it is written."""
-
-    step: EngineStep
-    launches: dict[str, LaunchRecord] = field(default_factory=dict)
-    extra: Commit = field(default_factory=Commit)
 
 
 class ControlPlane(ClusterRequests):
@@ -142,9 +127,9 @@ class ControlPlane(ClusterRequests):
             if record.volume_name and (record.account_id, record.volume_name) not in known_volumes:
                 size_gb = record.volume_size_gb or 0
                 volumes.append(VolumeRecord(record.account_id, record.volume_name, size_gb, now))
-                events.append(_volume_created(record.account_id, record.volume_name, size_gb, now))
+                events.append(volume_created(record.account_id, record.volume_name, size_gb, now))
             extra = Commit(volumes=volumes, events=events)
-            return Decision(step, {instance_id: _stamped(record, now)}, extra)
+            return Decision(step, {instance_id: stamped(record, now)}, extra)
 
         try:
             self._decide(decide)
@@ -287,7 +272,7 @@ class ControlPlane(ClusterRequests):
                 )
                 state = replace(state, holds=MappingProxyType(dict(self._holds)))
                 decision = decide(state, now)
-                commit = records.written(_commit_of(decision, stored, now), decision.step.state)
+                commit = records.written(commit_of(decision, stored, now), decision.step.state)
                 try:
                     self.store.commit(commit)
                 except StaleWrite:
@@ -364,32 +349,14 @@ class ControlPlane(ClusterRequests):
     def interruption(self, instance_id: str) -> dict[str, Any] | None:
         """The metadata endpoint's answer for a workload: its notice, or None (404)."""
         state = self.store.instance(instance_id).state
-        if state.status not in lifecycle.DRAINING:
+        if state.status not in DRAINING:
             return None
         return interruption_notice(state.notice_at, state.deadline)
-
-
-def _volume_created(account_id: str, name: str, size_gb: int, now: Timestamp) -> EventRecord:
-    return EventRecord(
-        key=f"event:volume:{account_id}/{name}:{Reason.VOLUME_CREATED}:{now}",
-        at=now,
-        account_id=account_id,
-        object_kind="volume",
-        object_id=name,
-        type=event_type_of(Reason.VOLUME_CREATED),
-        reason=Reason.VOLUME_CREATED,
-        message=f"volume {name} created ({size_gb} GB); storage is billed while it exists",
-        data={"size_gb": size_gb},
-    )
 
 
 def volume_key(account_id: str, name: str) -> str:
     """The metering subject of a volume."""
     return f"{account_id}/{name}"
-
-
-def _stamped(record: LaunchRecord, now: Timestamp) -> LaunchRecord:
-    return LaunchRecord(**{**asdict(record), "created_at": now})
 
 
 def _event_for(report: WorkloadReport) -> LifecycleEvent | None:
@@ -401,48 +368,3 @@ def _event_for(report: WorkloadReport) -> LifecycleEvent | None:
         case "start_failed":
             return StartFailed(report.reason or "the workload could not start")
     return None
-
-
-def _commit_of(decision: Decision, stored: dict[str, StoredInstance], now: Timestamp) -> Commit:
-    writes: list[InstanceWrite] = []
-    for inst in decision.step.state.instances.values():
-        old = stored.get(inst.id)
-        if old is None:
-            writes.append(InstanceWrite(inst, None, decision.launches[inst.id]))
-        elif old.state != inst:
-            writes.append(InstanceWrite(inst, old.version))
-    events = [_event_record(e) for e in decision.step.effects if isinstance(e, EmitEvent)]
-    events += decision.extra.events
-    outbox = [
-        OutboxEntry(e.effect_key, type(e).__name__, _payload(e), now)
-        for e in decision.step.effects
-        if not isinstance(e, EmitEvent)
-    ]
-    extra = decision.extra
-    return Commit(
-        instances=writes,
-        outbox=outbox,
-        events=events,
-        usage=extra.usage,
-        metered_through=extra.metered_through,
-        volumes=extra.volumes,
-        ledger=extra.ledger,
-    )
-
-
-def _payload(effect: Effect) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(effect).items()}
-
-
-def _event_record(e: EmitEvent) -> EventRecord:
-    return EventRecord(
-        key=e.effect_key,
-        at=e.at,
-        account_id=e.account_id,
-        object_kind=e.object_kind,
-        object_id=e.object_id,
-        type=e.event_type,
-        reason=e.reason,
-        message=e.message,
-        data=dict(e.data),
-    )

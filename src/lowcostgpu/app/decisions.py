@@ -1,0 +1,102 @@
+"""A decision, and the one store commit it becomes.
+
+`ControlPlane._decide` runs a decision on the state rebuilt from the store and writes what it
+produced in one transaction: the changed instances with their expected versions, the effects as
+outbox entries (carried out only after the commit) and the events. Turning a decision into that
+commit is kept here, apart from the plane, because it is pure translation (no store, no clock),
+and so that the cluster requests (`app.clusters`) can build a `Decision` without importing the
+plane that inherits them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from lowcostgpu.core.effects import Effect, EmitEvent
+from lowcostgpu.core.engine import EngineStep
+from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.events import Reason, event_type_of
+from lowcostgpu.ports.store import (
+    Commit,
+    EventRecord,
+    InstanceWrite,
+    LaunchRecord,
+    OutboxEntry,
+    StoredInstance,
+)
+
+
+@dataclass
+class Decision:
+    """What one decision produced, before it is written."""
+
+    step: EngineStep
+    launches: dict[str, LaunchRecord] = field(default_factory=dict)
+    extra: Commit = field(default_factory=Commit)
+
+
+def commit_of(decision: Decision, stored: dict[str, StoredInstance], now: Timestamp) -> Commit:
+    """Instances that changed (a new one with its launch record), effects, events and extras."""
+    writes: list[InstanceWrite] = []
+    for inst in decision.step.state.instances.values():
+        old = stored.get(inst.id)
+        if old is None:
+            writes.append(InstanceWrite(inst, None, decision.launches[inst.id]))
+        elif old.state != inst:
+            writes.append(InstanceWrite(inst, old.version))
+    events = [_event_record(e) for e in decision.step.effects if isinstance(e, EmitEvent)]
+    events += decision.extra.events
+    outbox = [
+        OutboxEntry(e.effect_key, type(e).__name__, _payload(e), now)
+        for e in decision.step.effects
+        if not isinstance(e, EmitEvent)
+    ]
+    extra = decision.extra
+    return Commit(
+        instances=writes,
+        outbox=outbox,
+        events=events,
+        usage=extra.usage,
+        metered_through=extra.metered_through,
+        volumes=extra.volumes,
+        ledger=extra.ledger,
+    )
+
+
+def stamped(record: LaunchRecord, now: Timestamp) -> LaunchRecord:
+    """The launch record with the decision's time as its creation time."""
+    return LaunchRecord(**{**asdict(record), "created_at": now})
+
+
+def volume_created(account_id: str, name: str, size_gb: int, now: Timestamp) -> EventRecord:
+    """`VolumeCreated`, written with the launch that made the volume."""
+    return EventRecord(
+        key=f"event:volume:{account_id}/{name}:{Reason.VOLUME_CREATED}:{now}",
+        at=now,
+        account_id=account_id,
+        object_kind="volume",
+        object_id=name,
+        type=event_type_of(Reason.VOLUME_CREATED),
+        reason=Reason.VOLUME_CREATED,
+        message=f"volume {name} created ({size_gb} GB); storage is billed while it exists",
+        data={"size_gb": size_gb},
+    )
+
+
+def _payload(effect: Effect) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(effect).items()}
+
+
+def _event_record(e: EmitEvent) -> EventRecord:
+    return EventRecord(
+        key=e.effect_key,
+        at=e.at,
+        account_id=e.account_id,
+        object_kind=e.object_kind,
+        object_id=e.object_id,
+        type=e.event_type,
+        reason=e.reason,
+        message=e.message,
+        data=dict(e.data),
+    )
