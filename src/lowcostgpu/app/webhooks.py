@@ -6,6 +6,12 @@ not sent before the previous one got a 2xx), at least once (a delivery is marked
 after the answer; one in flight when the server died is still pending after the restart), with
 exponential backoff and jitter stored as `next_attempt_at`. An endpoint failing for longer than
 `disable_after_s` is disabled with a `WebhookDisabled` event; enabling it resumes its backlog.
+
+A delivery has two writers: the worker (an attempt's outcome) and the user (replay, enable), and
+both read, decide, then write. Every such write carries the version it read, so the second of two
+overlapping writes gets `StaleWrite` instead of undoing the first: the user's is decided again on
+what is stored now; the worker's, for an attempt that was in flight while a replay landed, leaves
+the delivery as the replay wrote it (pending, due now: sent again) and only records the attempt.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from lowcostgpu.domain import errors
 from lowcostgpu.domain.events import EventType, Reason, event_type_of
@@ -33,6 +40,11 @@ from lowcostgpu.ports.webhooks import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# How often a read-modify-write of a delivery is tried: each `StaleWrite` means another write of
+# it landed in between (there are two writers, the worker and the user), so a few are plenty.
+_TRIES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +114,9 @@ class Webhooks:
 
     def enable(self, account_id: str, endpoint_id: str) -> WebhookEndpoint:
         """Enable again: its backlog (kept while disabled) goes out now, in order."""
+        return _retried(lambda: self._enable(account_id, endpoint_id))
+
+    def _enable(self, account_id: str, endpoint_id: str) -> WebhookEndpoint:
         endpoint = replace(
             self.owned(account_id, endpoint_id), status="enabled", disabled_reason=""
         )
@@ -129,16 +144,29 @@ class Webhooks:
         return self.store.webhook_deliveries(endpoint_id=self.owned(account_id, endpoint_id).id)
 
     def replay(self, account_id: str, endpoint_id: str, delivery_id: str) -> WebhookDelivery:
-        """Send a delivery again (delivered or not), at its place in the endpoint's order."""
-        for d in self.deliveries(account_id, endpoint_id):
-            if d.id == delivery_id:
-                again = replace(d, status="pending", next_attempt_at=self.clock.now())
-                self.store.commit(Commit(webhooks=WebhookChanges(deliveries=(again,))))
-                return again
-        raise errors.NotFound(
+        """Send a delivery again (delivered or not), at its place in the endpoint's order.
+
+        Written at the version read: should the worker write the delivery in between (the
+        outcome of an attempt), it is read again and replayed on top of that, and should the
+        replay land while an attempt is in flight, the worker keeps it (see `_record`).
+        """
+        return _retried(lambda: self._replay(account_id, endpoint_id, delivery_id))
+
+    def _replay(self, account_id: str, endpoint_id: str, delivery_id: str) -> WebhookDelivery:
+        endpoint = self.owned(account_id, endpoint_id)
+        missing = errors.NotFound(
             f"no delivery {delivery_id} of webhook {endpoint_id}",
             hint=f"`lowcostgpu webhooks deliveries {endpoint_id}` lists them",
         )
+        try:
+            d = self.store.webhook_delivery(delivery_id)
+        except errors.NotFound:
+            raise missing from None
+        if d.endpoint_id != endpoint.id:
+            raise missing
+        again = replace(d, status="pending", next_attempt_at=self.clock.now())
+        self.store.commit(Commit(webhooks=WebhookChanges(deliveries=(again,))))
+        return replace(again, version=again.version + 1)
 
     # --- the worker -------------------------------------------------------------------------
 
@@ -168,8 +196,7 @@ class Webhooks:
         attempt = _attempt_record(d.id, n, self.clock.now(), result)
         if result.ok:
             done = replace(d, status="delivered", attempts=n, delivered_at=attempt.at)
-            changes = WebhookChanges(deliveries=(done,), attempts=(attempt,))
-            self.store.commit(Commit(webhooks=changes))
+            self._record(done, attempt)
             return endpoint, True
         first = d.first_failure_at if d.first_failure_at is not None else now
         why = result.error or f"HTTP {result.status_code}"
@@ -180,14 +207,53 @@ class Webhooks:
             last_error=why,
             next_attempt_at=now + self.policy.backoff_s(n, self.rng),
         )
-        events: list[EventRecord] = []
-        if now - first >= self.policy.disable_after_s:
-            endpoint = replace(endpoint, status="disabled", disabled_reason=why)
-            message = f"webhook disabled: failing since {first} ({why}); enable it to resume"
-            events.append(_endpoint_event(endpoint, Reason.WEBHOOK_DISABLED, now, message))
-        changes = WebhookChanges(endpoints=(endpoint,), deliveries=(retry,), attempts=(attempt,))
-        self.store.commit(Commit(webhooks=changes, events=events))
+        if now - first < self.policy.disable_after_s:
+            self._record(retry, attempt)
+            return endpoint, False
+        endpoint = replace(endpoint, status="disabled", disabled_reason=why)
+        message = f"webhook disabled: failing since {first} ({why}); enable it to resume"
+        event = _endpoint_event(endpoint, Reason.WEBHOOK_DISABLED, now, message)
+        self._record(retry, attempt, endpoint, event)
         return endpoint, False
+
+    def _record(
+        self,
+        outcome: WebhookDelivery,
+        attempt: WebhookAttempt,
+        disabled: WebhookEndpoint | None = None,
+        event: EventRecord | None = None,
+    ) -> None:
+        """Write an attempt's outcome at the version its delivery was read before sending.
+
+        `StaleWrite`: the delivery was written while the request was in flight, by a replay
+        (or an enable). Writing the outcome anyway would undo that write, and the replay the
+        user asked for would never go out. So the delivery stays as that write left it (a replay:
+        pending, due now, so it is sent again, in its place in the order) and the attempt is only
+        counted and recorded: at least once, at the cost of one extra send, which receivers
+        deduplicate by its `webhook-id`. The endpoint is written only to disable it: the worker
+        never rewrites what it did not decide (a concurrent delete or enable stays).
+        """
+        endpoints = () if disabled is None else (disabled,)
+        events = [] if event is None else [event]
+
+        def commit(delivery: WebhookDelivery) -> None:
+            changes = WebhookChanges(
+                endpoints=endpoints, deliveries=(delivery,), attempts=(attempt,)
+            )
+            self.store.commit(Commit(webhooks=changes, events=events))
+
+        try:
+            commit(outcome)
+        except errors.StaleWrite:
+            log.info(
+                "delivery %s was written during attempt %d: kept as written", outcome.id, attempt.n
+            )
+            _retried(lambda: commit(self._counted(outcome.id, attempt.n)))
+
+    def _counted(self, delivery_id: str, n: int) -> WebhookDelivery:
+        """The delivery as stored now, with attempt `n` counted (and nothing else changed)."""
+        now = self.store.webhook_delivery(delivery_id)
+        return replace(now, attempts=max(now.attempts, n))
 
     def run(self, stopping: threading.Event, leading: Callable[[], bool]) -> None:
         """The worker thread: deliver what is due while this server leads, until stopped."""
@@ -198,6 +264,17 @@ class Webhooks:
                 except errors.LowcostgpuError as exc:
                     log.warning("webhook delivery failed, retrying: %s", exc)
             stopping.wait(self.policy.poll_s)
+
+
+def _retried(write: Callable[[], T]) -> T:
+    """Run a read-modify-write of a delivery again on `StaleWrite`: it reads anew each time, so it
+    decides on what is stored now; the last try's `StaleWrite` goes to the caller."""
+    for _ in range(_TRIES - 1):
+        try:
+            return write()
+        except errors.StaleWrite:
+            continue
+    return write()
 
 
 def _attempt_record(delivery_id: str, n: int, at: int, r: SendResult) -> WebhookAttempt:

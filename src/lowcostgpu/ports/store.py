@@ -260,6 +260,10 @@ class Store(Protocol):
         """An endpoint's deliveries in the order they go out: by seq, then creation, then id."""
         ...
 
+    def webhook_delivery(self, delivery_id: str) -> WebhookDelivery:
+        """One delivery as stored now, with its version; `NotFound` if there is none."""
+        ...
+
     def webhook_attempts(self, delivery_id: str) -> list[WebhookAttempt]:
         """Every attempt of a delivery, in order."""
         ...

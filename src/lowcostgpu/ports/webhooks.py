@@ -4,6 +4,10 @@ Deliveries are the outbox of events to endpoints: the store writes one per match
 the same transaction as the event (see `fan_out`), so no committed event can be lost to a crash
 before it was queued. A delivery stays `pending` until an endpoint answered 2xx; the schedule of
 the next try is data (`next_attempt_at`), so a restarted server picks it up where it was.
+
+Deliveries are written like instances, at the version they were read: the worker's outcome of an
+attempt and a user's replay both read-modify-write the same row, and the one that writes second
+must see that it lost (`StaleWrite`) rather than silently undo the other's write.
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ class WebhookDelivery:
     first_failure_at: Timestamp | None = None
     delivered_at: Timestamp | None = None
     last_error: str = ""
+    # The stored row's version when this was read (0: not stored yet). A write of the delivery
+    # lands only if the row is still at it, and leaves it at version + 1; otherwise `StaleWrite`.
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +77,10 @@ class WebhookAttempt:
 
 @dataclass(frozen=True, slots=True)
 class WebhookChanges:
-    """The webhook part of a store commit: endpoints and deliveries upserted by id, attempts
-    inserted unless (delivery, n) exists."""
+    """The webhook part of a store commit: endpoints upserted by id; deliveries written at the
+    version they carry (0: inserted, the id must be new; else updated only if the stored row is
+    still at that version, or the whole commit is a `StaleWrite`); attempts inserted unless
+    (delivery, n) exists."""
 
     endpoints: tuple[WebhookEndpoint, ...] = ()
     deliveries: tuple[WebhookDelivery, ...] = ()

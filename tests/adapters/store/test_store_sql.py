@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -9,23 +10,27 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from store_support import PG_URL, Backend, launch, pg_schema, state
 
-from lowcostgpu.adapters.store import SqlStore, StoreDataError, StoreUnavailable
+from lowcostgpu.adapters.store import SqlStore, StoreDataError, StoreUnavailable, codec
 from lowcostgpu.adapters.store.engine import parse_url
-from lowcostgpu.adapters.store.migrate import current_revision, head_revision
+from lowcostgpu.adapters.store.migrate import alembic_config, current_revision, head_revision
 from lowcostgpu.adapters.store.schema import metadata
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.ports.store import Commit, EventRecord, InstanceWrite
+from lowcostgpu.ports.webhooks import WebhookChanges, WebhookDelivery
 
 
 @pytest.mark.parametrize(
@@ -110,7 +115,7 @@ def _assert_schema_is_head(url: str) -> None:
         with engine.connect() as conn:
             diffs = compare_metadata(MigrationContext.configure(conn), metadata)
         assert diffs == []  # the migrations build exactly the tables of schema.py
-        assert current_revision(engine) == head_revision() == "0004"
+        assert current_revision(engine) == head_revision() == "0005"
     finally:
         engine.dispose()
 
@@ -126,6 +131,50 @@ def test_postgresql_upgrade_on_an_empty_schema_creates_the_schema() -> None:
     with pg_schema() as url:
         SqlStore.open(url).close()
         _assert_schema_is_head(url)
+
+
+@contextmanager
+def _empty_database(dialect: str, directory: Path) -> Iterator[str]:
+    if dialect == "sqlite":
+        yield f"sqlite:///{directory / 'store.db'}"
+    else:
+        with pg_schema() as url:
+            yield url
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_a_delivery_written_before_0005_is_at_version_1_after_it(
+    dialect: str, tmp_path: Path
+) -> None:
+    """0005 gives deliveries a version (the column only, not the JSON, which 0004 reads too)."""
+    with _empty_database(dialect, tmp_path) as url:
+        engine = sa.create_engine(parse_url(url).url)
+        d = WebhookDelivery("wh-1.1", "wh-1", "acct-1", "e1", 1, {"k": 1}, 100, 100)
+        old_state = {k: v for k, v in codec.encode(d).items() if k != "version"}
+        row = {"id": d.id, "endpoint_id": "wh-1", "status": "pending", "seq": 1, "created_at": 100}
+        try:
+            with engine.begin() as conn:
+                command.upgrade(alembic_config(conn), "0004")
+                insert = sa.text(
+                    "INSERT INTO webhook_deliveries (id, endpoint_id, status, seq, created_at,"
+                    " state) VALUES (:id, :endpoint_id, :status, :seq, :created_at, :state)"
+                )
+                conn.execute(insert, {**row, "state": json.dumps(old_state)})
+            store = SqlStore.open(url)
+            assert store.webhook_delivery(d.id) == replace(d, version=1)
+            store.commit(Commit(webhooks=WebhookChanges(deliveries=(replace(d, version=1),))))
+            assert store.webhook_delivery(d.id).version == 2
+            store.close()
+            with engine.connect() as conn:
+                stored = conn.scalar(sa.text("SELECT state FROM webhook_deliveries"))
+            assert json.loads(stored) == old_state
+            with engine.begin() as conn:
+                command.downgrade(alembic_config(conn), "0004")
+            with engine.connect() as conn:
+                columns = {c["name"] for c in sa.inspect(conn).get_columns("webhook_deliveries")}
+            assert "version" not in columns
+        finally:
+            engine.dispose()
 
 
 def test_opening_an_existing_database_again_keeps_its_data(sql_backend: Backend) -> None:

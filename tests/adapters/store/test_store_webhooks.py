@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from store_support import state
 
-from lowcostgpu.domain.errors import StaleWrite
+from lowcostgpu.domain.errors import NotFound, StaleWrite
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.ports.store import Commit, EventRecord, InstanceWrite, Store
 from lowcostgpu.ports.webhooks import (
@@ -54,8 +54,10 @@ def test_deliveries_and_attempts_are_upserted_and_listed_in_order(store: Store) 
     tries = tuple(WebhookAttempt(first.id, n, 250 + n, 500, 12, "oops") for n in (1, 2))
     store.commit(Commit(webhooks=WebhookChanges(deliveries=(done,), attempts=tries)))
     store.commit(Commit(webhooks=WebhookChanges(attempts=(replace(tries[0], error="x"),))))
-    assert store.webhook_deliveries(endpoint_id="wh-1") == [done, second]
+    stored = replace(done, version=2)
+    assert store.webhook_deliveries(endpoint_id="wh-1") == [stored, second]
     assert store.webhook_deliveries(endpoint_id="wh-1", pending_only=True) == [second]
+    assert store.webhook_delivery(first.id) == stored
     assert store.webhook_attempts(first.id) == list(tries)  # attempts are never rewritten
 
 
@@ -80,3 +82,50 @@ def test_a_stale_commit_writes_no_event_and_no_delivery(store: Store) -> None:
         store.commit(Commit(instances=[bogus], events=[event("e1")]))
     assert store.events() == []
     assert store.webhook_deliveries(endpoint_id="wh-1") == []
+
+
+def test_a_delivery_is_written_only_at_the_version_it_was_read(store: Store) -> None:
+    """A worker's outcome, read before a replay landed, must not undo the replay (and nothing
+    else of its commit is written): it re-reads and decides again."""
+    store.commit(Commit(webhooks=WebhookChanges(endpoints=(endpoint(),))))
+    store.commit(Commit(events=[event("e1")]))
+    [read] = store.webhook_deliveries(endpoint_id="wh-1")
+    assert read.version == 1
+    replayed = replace(read, next_attempt_at=900)  # the user's write lands first
+    store.commit(Commit(webhooks=WebhookChanges(deliveries=(replayed,))))
+    outcome = replace(read, status="delivered", attempts=1, delivered_at=300)  # read at 1
+    tried = WebhookAttempt(read.id, 1, 300, 200, 5)
+    disabled = replace(endpoint(), status="disabled")
+    with pytest.raises(StaleWrite, match="no longer at version 1"):
+        stale = WebhookChanges(endpoints=(disabled,), deliveries=(outcome,), attempts=(tried,))
+        store.commit(Commit(webhooks=stale, events=[event("e2")]))
+    assert store.webhook_delivery(read.id) == replace(replayed, version=2)
+    assert store.webhook_attempts(read.id) == []
+    assert [e.status for e in store.webhook_endpoints()] == ["enabled"]
+    assert [e.key for e in store.events()] == ["e1"]
+    counted = replace(store.webhook_delivery(read.id), attempts=1)  # read again: at 2
+    store.commit(Commit(webhooks=WebhookChanges(deliveries=(counted,), attempts=(tried,))))
+    assert store.webhook_deliveries(endpoint_id="wh-1", pending_only=True) == [
+        replace(counted, version=3)
+    ]
+    assert store.webhook_attempts(read.id) == [tried]
+
+
+def test_a_new_delivery_must_be_new_and_one_commit_may_write_one_twice(store: Store) -> None:
+    store.commit(Commit(webhooks=WebhookChanges(endpoints=(endpoint(),))))
+    store.commit(Commit(events=[event("e1")]))
+    [d] = store.webhook_deliveries(endpoint_id="wh-1")
+    with pytest.raises(StaleWrite, match="already exists"):
+        store.commit(Commit(webhooks=WebhookChanges(deliveries=(replace(d, version=0),))))
+    twice = (replace(d, attempts=1), replace(d, attempts=2, version=2))
+    store.commit(Commit(webhooks=WebhookChanges(deliveries=twice)))
+    assert store.webhook_delivery(d.id) == replace(d, attempts=2, version=3)
+
+
+def test_one_delivery_is_read_by_id(store: Store) -> None:
+    store.commit(Commit(webhooks=WebhookChanges(endpoints=(endpoint(),))))
+    store.commit(Commit(events=[event("e1")]))
+    [d] = store.webhook_deliveries(endpoint_id="wh-1")
+    assert store.webhook_delivery(d.id) == d
+    with pytest.raises(NotFound):
+        store.webhook_delivery("wh-1.99")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -79,6 +80,8 @@ class MemoryStore:
             nodes = cluster_rows.versioned_after(
                 self._nodes, commit.nodes, "node", cluster_rows.node_row
             )
+            new = [(rows.event_record(e), e["seq"]) for e in events]
+            deliveries = self._webhooks.deliveries_after(commit.webhooks, new)
             # Everything is encoded and checked: from here on nothing can fail half-way.
             self._instances.update(instances)
             self._clusters.update(clusters)
@@ -98,9 +101,7 @@ class MemoryStore:
                 self._api_keys.setdefault(k["key_hash"], k)
             for e in ledger:
                 self._ledger.setdefault(e["key"], e)
-            self._webhooks.write(commit.webhooks)
-            new = [(rows.event_record(e), e["seq"]) for e in events]
-            self._webhooks.write(WebhookChanges(deliveries=tuple(self._webhooks.fanned_out(new))))
+            self._webhooks.write(commit.webhooks, deliveries)
 
     def _versioned(self, commit: Commit) -> dict[str, _Row]:
         """The instance rows after `commit`, or `StaleWrite` with nothing changed."""
@@ -287,6 +288,13 @@ class MemoryStore:
             ]
         return sorted(found, key=delivery_order)[:limit]
 
+    def webhook_delivery(self, delivery_id: str) -> WebhookDelivery:
+        with self._mutex:
+            found = self._webhooks.deliveries.get(delivery_id)
+        if found is None:
+            raise NotFound(f"no webhook delivery {delivery_id}")
+        return found
+
     def webhook_attempts(self, delivery_id: str) -> list[WebhookAttempt]:
         with self._mutex:
             found = [a for a in self._webhooks.attempts.values() if a.delivery_id == delivery_id]
@@ -317,12 +325,25 @@ class _Webhooks:
         self.deliveries: dict[str, WebhookDelivery] = {}
         self.attempts: dict[tuple[str, int], WebhookAttempt] = {}
 
-    def write(self, changes: WebhookChanges) -> None:
+    def deliveries_after(
+        self, changes: WebhookChanges, new_events: list[tuple[EventRecord, int]]
+    ) -> dict[str, WebhookDelivery]:
+        """The deliveries a commit writes, each at its new version: the ones it carries, then
+        those its new events fan out to (to the endpoints as of after it, as the SQL store does);
+        `StaleWrite` with nothing changed if one is not at the version it was read at."""
+        eps = list({**self.endpoints, **{e.id: e for e in changes.endpoints}}.values())
+        fanned = [d for e, seq in new_events for d in fan_out(eps, e, seq)]
+        after: dict[str, WebhookDelivery] = {}
+        for d in (*changes.deliveries, *fanned):
+            found = after.get(d.id) or self.deliveries.get(d.id)
+            if (0 if found is None else found.version) != d.version:
+                raise cluster_rows.stale("webhook delivery", d.id, d.version or None)
+            after[d.id] = replace(d, version=d.version + 1)
+        return after
+
+    def write(self, changes: WebhookChanges, deliveries: dict[str, WebhookDelivery]) -> None:
+        """Write what `deliveries_after` checked: nothing here can fail."""
         self.endpoints.update((e.id, e) for e in changes.endpoints)
-        self.deliveries.update((d.id, d) for d in changes.deliveries)
+        self.deliveries.update(deliveries)
         for a in changes.attempts:
             self.attempts.setdefault((a.delivery_id, a.n), a)
-
-    def fanned_out(self, new: list[tuple[EventRecord, int]]) -> list[WebhookDelivery]:
-        eps = list(self.endpoints.values())
-        return [d for e, seq in new for d in fan_out(eps, e, seq)] if eps else []

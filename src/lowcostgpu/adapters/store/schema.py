@@ -200,6 +200,8 @@ webhook_deliveries = sa.Table(
     sa.Column("seq", sa.BigInteger, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("state", sa.Text, nullable=False),
+    # Versioned writes (see `ports.webhooks`); the state's JSON does not carry it. Rows of 0004: 1.
+    sa.Column("version", sa.Integer, nullable=False, server_default="1"),
     sa.Index("ix_webhook_deliveries_order", "endpoint_id", "seq", "created_at", "id"),
 )
 

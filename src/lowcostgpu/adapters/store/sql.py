@@ -110,10 +110,11 @@ class SqlStore:
             if commit.outbox:
                 stmt = self._insert(t.outbox).on_conflict_do_nothing(index_elements=["key"])
                 conn.execute(stmt, [rows.outbox_row(e) for e in commit.outbox])
-            webhooks.write(conn, self._insert, commit.webhooks)
+            webhooks.write(conn, self._insert, self._write_versioned, commit.webhooks)
             if commit.events:  # the outbox of their webhooks is written in the same transaction
                 fanned = webhooks.fanned_out(conn, self._insert_events(conn, commit.events))
-                webhooks.write(conn, self._insert, WebhookChanges(deliveries=tuple(fanned)))
+                changes = WebhookChanges(deliveries=tuple(fanned))
+                webhooks.write(conn, self._insert, self._write_versioned, changes)
             if commit.usage:
                 keys = ["subject_id", "kind", "interval_start"]
                 stmt = self._insert(t.usage).on_conflict_do_nothing(index_elements=keys)
@@ -242,6 +243,10 @@ class SqlStore:
     ) -> list[WebhookDelivery]:
         with translated(self.url), self._engine.connect() as conn:
             return webhooks.deliveries(conn, endpoint_id, pending_only, limit)
+
+    def webhook_delivery(self, delivery_id: str) -> WebhookDelivery:
+        with translated(self.url), self._engine.connect() as conn:
+            return webhooks.delivery(conn, delivery_id)
 
     def webhook_attempts(self, delivery_id: str) -> list[WebhookAttempt]:
         with translated(self.url), self._engine.connect() as conn:

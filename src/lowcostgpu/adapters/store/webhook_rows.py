@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
 
 from lowcostgpu.adapters.store import codec
 from lowcostgpu.adapters.store import schema as t
+from lowcostgpu.domain.errors import NotFound
 from lowcostgpu.ports.store import EventRecord
 from lowcostgpu.ports.webhooks import (
     WebhookAttempt,
@@ -19,6 +22,8 @@ from lowcostgpu.ports.webhooks import (
 )
 
 Insert = Callable[[sa.Table], Any]
+# Writes a row at a version (see `SqlStore._write_versioned`): conn, table, kind, row, expected.
+Versioned = Callable[[sa.Connection, sa.Table, str, dict[str, Any], int | None], None]
 
 
 def endpoint_row(e: WebhookEndpoint) -> dict[str, Any]:
@@ -26,15 +31,23 @@ def endpoint_row(e: WebhookEndpoint) -> dict[str, Any]:
 
 
 def delivery_row(d: WebhookDelivery) -> dict[str, Any]:
-    state = codec.dumps(d)
+    """The row without its version: the writer sets that, and only the column holds it."""
     return {
         "id": d.id,
         "endpoint_id": d.endpoint_id,
         "status": d.status,
         "seq": d.seq,
         "created_at": d.created_at,
-        "state": state,
+        "state": _delivery_state(d),
     }
+
+
+def _delivery_state(d: WebhookDelivery) -> str:
+    """The delivery's JSON without `version`: the column is the one truth of it (rows written
+    before it existed have none in their JSON), and a schema downgraded to 0004 still reads it."""
+    raw = codec.encode(d)
+    del raw["version"]
+    return json.dumps(raw, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def attempt_row(a: WebhookAttempt) -> dict[str, Any]:
@@ -45,19 +58,23 @@ def delivery_order(d: WebhookDelivery) -> tuple[int, int, str]:
     return (d.seq, d.created_at, d.id)
 
 
-def write(conn: sa.Connection, insert: Insert, changes: WebhookChanges) -> None:
-    """Upsert endpoints and deliveries by id; insert attempts that are not stored yet."""
-    for table, values in (
-        (t.webhook_endpoints, {e.id: endpoint_row(e) for e in changes.endpoints}),
-        (t.webhook_deliveries, {d.id: delivery_row(d) for d in changes.deliveries}),
-    ):
-        if values:
-            stmt = insert(table)
-            columns = [c for c in next(iter(values.values())) if c != "id"]
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["id"], set_={c: stmt.excluded[c] for c in columns}
-            )
-            conn.execute(stmt, list(values.values()))
+def write(
+    conn: sa.Connection, insert: Insert, versioned: Versioned, changes: WebhookChanges
+) -> None:
+    """Upsert endpoints by id; write deliveries at the version each carries (`StaleWrite` if a
+    row moved on: the caller's transaction rolls back whole); insert attempts not stored yet."""
+    values = {e.id: endpoint_row(e) for e in changes.endpoints}
+    if values:
+        stmt = insert(t.webhook_endpoints)
+        columns = [c for c in next(iter(values.values())) if c != "id"]
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["id"], set_={c: stmt.excluded[c] for c in columns}
+        )
+        conn.execute(stmt, list(values.values()))
+    for d in changes.deliveries:
+        versioned(
+            conn, t.webhook_deliveries, "webhook delivery", delivery_row(d), d.version or None
+        )
     if changes.attempts:
         stmt = insert(t.webhook_attempts).on_conflict_do_nothing(
             index_elements=["delivery_id", "n"]
@@ -77,11 +94,23 @@ def deliveries(
     conn: sa.Connection, endpoint_id: str, pending_only: bool, limit: int
 ) -> list[WebhookDelivery]:
     d = t.webhook_deliveries
-    q = sa.select(d.c.state).where(d.c.endpoint_id == endpoint_id)
+    q = sa.select(d.c.state, d.c.version).where(d.c.endpoint_id == endpoint_id)
     if pending_only:
         q = q.where(d.c.status == "pending")
     q = q.order_by(d.c.seq, d.c.created_at, d.c.id).limit(limit)
-    return [codec.loads(WebhookDelivery, s) for s in conn.scalars(q)]
+    return [_delivery(state, version) for state, version in conn.execute(q)]
+
+
+def delivery(conn: sa.Connection, delivery_id: str) -> WebhookDelivery:
+    d = t.webhook_deliveries
+    found = conn.execute(sa.select(d.c.state, d.c.version).where(d.c.id == delivery_id)).first()
+    if found is None:
+        raise NotFound(f"no webhook delivery {delivery_id}")
+    return _delivery(found.state, found.version)
+
+
+def _delivery(state: str, version: int) -> WebhookDelivery:
+    return replace(codec.loads(WebhookDelivery, state), version=version)
 
 
 def attempts(conn: sa.Connection, delivery_id: str) -> list[WebhookAttempt]:
