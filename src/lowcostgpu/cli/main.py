@@ -111,7 +111,11 @@ def serve(
         ),
     ] = 300,
     on_demand_hold_s: Annotated[
-        int, typer.Option(help="after an on-demand refusal, hold freed GPUs this long (0: off)")
+        int,
+        typer.Option(
+            help="after an on-demand refusal, hold freed GPUs this long (0: off — then the "
+            "default victim policy loses far more work: docs/scheduling.md)"
+        ),
     ] = 120,
 ) -> None:
     """Run the control plane: store, reconcile loop, runtime (local or Kubernetes), the API."""
