@@ -2,8 +2,10 @@
 
 `GET /v1/operator/fleet` — pools now (GPUs, free, on-demand vs interruptible, queue depth), the
 interruption statistics per GPU type, and per time bucket of a window: GPU-seconds on-demand vs
-interruptible and the utilisation they make, reclaims, revenue. Aggregates and accounts' totals
-only; an account key gets 403 like every admin endpoint.
+interruptible and the utilisation they make, reclaims, revenue. `GET /v1/operator/history` —
+queue depth and reclaims per step of a window, per pool, derived from the event log (so it
+survives a restart). Aggregates and accounts' totals only; an account key gets 403 like every
+admin endpoint.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from lowcostgpu.api.context import Admin, Ctx
+from lowcostgpu.api.models_operator import HistoryOut
+from lowcostgpu.app import fleet_history, queries
 from lowcostgpu.app import operator_stats as stats
-from lowcostgpu.app import queries
 from lowcostgpu.app.plane import ControlPlane
 
 router = APIRouter(prefix="/v1/operator", tags=["admin"])
@@ -73,3 +76,16 @@ def operator_fleet(
             for b in buckets
         ],
     }
+
+
+@router.get("/history", response_model=HistoryOut)
+def operator_history(
+    ctx: Ctx,
+    _: Admin,
+    window_s: Annotated[int, Query(description="how far back, seconds (60 … 90 days)")] = 86400,
+    step_s: Annotated[int, Query(description="one point per, seconds (at least 60)")] = 3600,
+) -> HistoryOut:
+    """Queue depth (closing and peak; instances and preemptible nodes waiting) and reclaims
+    (`Preempted` events) per step of the window, per pool and in all, from the event log.
+    A window that makes no plot is a 422 that says what to change."""
+    return HistoryOut.of(fleet_history.fleet_history(ctx.plane, window_s, step_s))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 
+from lowcostgpu.app.fleet_history import window_events
 from lowcostgpu.app.plane import ControlPlane
 from lowcostgpu.core.metering import UsageRecord
 from lowcostgpu.core.rating import exact_amount
@@ -73,8 +74,8 @@ def series(plane: ControlPlane, window: Window) -> list[Bucket]:
     buckets = window.buckets()
     for record in plane.store.usage():
         _spread(record, buckets, window, exact_amount(record, plane.catalog))
-    for event in plane.store.events(limit=10_000_000):
-        if event.reason is Reason.PREEMPTED and window.start <= event.at < window.end:
+    for event in window_events(plane.store, window.start, window.end):  # not the whole log
+        if event.reason is Reason.PREEMPTED:
             buckets[(event.at - window.start) // window.bucket_s].reclaims += 1
     return buckets
 

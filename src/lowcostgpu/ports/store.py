@@ -201,8 +201,18 @@ class Store(Protocol):
     def mark_done(self, keys: Sequence[str], at: Timestamp) -> None: ...
 
     def events(
-        self, *, after_seq: int = 0, account_id: str | None = None, limit: int = 1000
-    ) -> list[EventRecord]: ...
+        self,
+        *,
+        after_seq: int = 0,
+        account_id: str | None = None,
+        limit: int = 1000,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+    ) -> list[EventRecord]:
+        """Events with seq > `after_seq` (of one account, or all), in seq order, at most `limit`;
+        `since`/`until` keep those with `since <= at < until`, so a reader of a time window does
+        not decode the whole log (no index on `at`: the database still scans, Python does not)."""
+        ...
 
     def usage(self, *, account_id: str | None = None) -> list[UsageRecord]: ...
 

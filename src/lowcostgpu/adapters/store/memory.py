@@ -168,7 +168,13 @@ class MemoryStore:
         return [rows.outbox_entry(r) for r in pending]
 
     def events(
-        self, *, after_seq: int = 0, account_id: str | None = None, limit: int = 1000
+        self,
+        *,
+        after_seq: int = 0,
+        account_id: str | None = None,
+        limit: int = 1000,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
     ) -> list[EventRecord]:
         if limit <= 0:
             return []
@@ -176,7 +182,10 @@ class MemoryStore:
             found = [
                 r
                 for r in self._events
-                if r["seq"] > after_seq and account_id in (None, r["account_id"])
+                if r["seq"] > after_seq
+                and account_id in (None, r["account_id"])
+                and (since is None or r["at"] >= since)
+                and (until is None or r["at"] < until)
             ][:limit]
         return [rows.event_record(r) for r in found]
 

@@ -302,13 +302,23 @@ class SqlStore:
         return [rows.outbox_entry(r) for r in self._rows(q)]
 
     def events(
-        self, *, after_seq: int = 0, account_id: str | None = None, limit: int = 1000
+        self,
+        *,
+        after_seq: int = 0,
+        account_id: str | None = None,
+        limit: int = 1000,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
     ) -> list[EventRecord]:
         if limit <= 0:
             return []
         q = sa.select(t.events).where(t.events.c.seq > after_seq)
         if account_id is not None:
             q = q.where(t.events.c.account_id == account_id)
+        if since is not None:
+            q = q.where(t.events.c.at >= since)
+        if until is not None:
+            q = q.where(t.events.c.at < until)
         q = q.order_by(t.events.c.seq).limit(limit)
         return [rows.event_record(r) for r in self._rows(q)]
 
