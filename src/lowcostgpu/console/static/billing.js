@@ -1,8 +1,10 @@
 // Billing: balance, the bill and its savings against on-demand, usage over time (GPU vs storage),
-// the ledger and the price table.
+// the balance over time (from the ledger), the ledger and the price table.
 import { api } from "./api.js";
 import { card, clear, h, money, stat, table, when } from "./dom.js";
-import { barChart } from "./plot.js";
+import { barChart, lineChart } from "./plot.js";
+
+const LEDGER = 10000; // movements read for the plot and the table (the API's most)
 
 const SECONDS_PER_MONTH = 730 * 3600;
 
@@ -40,9 +42,42 @@ function perBucket(records, prices) {
   return { labels, gpu, storage, unit };
 }
 
+// The balance over time: the balance now, walked back through the ledger's movements (the balance
+// is their sum), so the plot is exact even when only the latest LEDGER movements are read.
+function balanceHistory(balance) {
+  const entries = balance.ledger;
+  if (!entries.length) return null;
+  const cents = (v) => Math.round(v * 1e6) / 1e6; // no float dust below a millionth of a dollar
+  let level = cents(Number(balance.balance) - entries.reduce((sum, e) => sum + Number(e.amount), 0));
+  const points = [[entries[0].at, level]]; // before the first movement read
+  let last = null;
+  for (const e of entries) {
+    level = cents(level + Number(e.amount));
+    if (e.at === last) points[points.length - 1][1] = level; // one step per second
+    else points.push([e.at, level]);
+    last = e.at;
+  }
+  const now = Math.max(Date.now() / 1000, entries[entries.length - 1].at + 1);
+  points.push([now, Number(balance.balance)]);
+  return { points, from: entries[0].at, now, complete: entries.length < LEDGER };
+}
+
+function balanceCard(balance) {
+  const history = balanceHistory(balance);
+  if (!history) return card("Balance over time", h("p", { class: "empty" }, "No movements yet."));
+  const span = history.now - history.from;
+  const iso = (t) => new Date(t * 1000).toISOString();
+  const label = (t) => (span > 2 * 86400 ? iso(t).slice(5, 10) : span > 3600 ? iso(t).slice(11, 16) : iso(t).slice(11, 19));
+  return card("Balance over time",
+    h("div", { id: "balance-plot" }, lineChart({ step: true, xMin: history.from, xMax: history.now, xFormat: label,
+      series: [{ name: "balance", color: "#1a9b5b", points: history.points }],
+      yFormat: (v) => `${v < 0 ? "−" : ""}$${Math.abs(v).toFixed(Math.abs(v) >= 100 ? 0 : 2)}`, title: "balance over time" })),
+    h("p", { class: "plot-note" }, `${balance.ledger.length} movement(s): top-ups raise it, metered usage lowers it${history.complete ? "" : `; the latest ${LEDGER}`}.`));
+}
+
 export async function billingPage(main, _id, { signal }) {
   const [bill, balance, records, prices] = await Promise.all([
-    api.get("/v1/billing", { signal }), api.get("/v1/billing/balance?ledger=12", { signal }),
+    api.get("/v1/billing", { signal }), api.get(`/v1/billing/balance?ledger=${LEDGER}`, { signal }),
     api.get("/v1/billing/usage", { signal }), api.get("/v1/prices", { signal })]);
   const usage = perBucket(records, prices);
   const gpuTotal = bill.lines.filter((l) => l.kind === "gpu").reduce((s, l) => s + Number(l.amount_exact), 0);
@@ -58,23 +93,24 @@ export async function billingPage(main, _id, { signal }) {
       card(usage ? `Usage per ${usage.unit}: GPU vs storage` : "Usage",
         usage ? barChart({ labels: usage.labels, stacks: [{ name: "GPU", color: "#1f6feb", values: usage.gpu }, { name: "storage", color: "#d08700", values: usage.storage }],
           yFormat: (v) => `$${v < 0.01 && v > 0 ? v.toFixed(4) : v.toFixed(2)}` }) : h("p", { class: "empty" }, "Nothing metered yet.")),
+      balanceCard(balance)),
+    h("div", { class: "grid2" },
       card("Bill", table([
         ["Line", (l) => l.description],
-        ["Amount", (l) => money(l.amount), "num"],
-        ["Exact", (l) => money(l.amount_exact, 4), "num mono"],
-        ["Saved", (l) => (l.kind === "gpu" ? money(l.savings) : "—"), "num"],
-      ], bill.lines, "Nothing billed yet.", { id: "bill" }))),
-    h("div", { class: "grid2" },
+        ["Amount", (l) => money(l.amount), "num", (l) => Number(l.amount)],
+        ["Exact", (l) => money(l.amount_exact, 4), "num mono", (l) => Number(l.amount_exact)],
+        ["Saved", (l) => (l.kind === "gpu" ? money(l.savings) : "—"), "num", (l) => (l.kind === "gpu" ? Number(l.savings) : -1)],
+      ], bill.lines, "Nothing billed yet.", { id: "bill" })),
       card("Prices (per GPU-hour)", table([
-        ["GPU", (g) => [h("b", {}, g.gpu), h("div", { class: "muted" }, `${g.name} · ${g.memory_gb} GB`)]],
-        ["On-demand", (g) => money(g.on_demand_per_gpu_hour, 3), "num"],
-        ["Interruptible", (g) => money(g.interruptible_per_gpu_hour, 3), "num"],
-        ["100 GPU-h saves", (g) => money(g.savings_100_gpu_hours), "num"],
-      ], prices.gpus, "", { id: "prices" }), h("p", { class: "muted" }, `Storage ${money(prices.storage_per_gb_month)} per GB-month.`)),
-      card("Balance movements", table([
-        ["When", (e) => when(e.at), "nowrap"],
-        ["Kind", (e) => e.kind],
-        ["Amount", (e) => money(e.amount, 4), "num"],
-        ["Memo", (e) => e.memo, "mono"],
-      ], [...balance.ledger].reverse(), "No movements yet."))));
+        ["GPU", (g) => [h("b", {}, g.gpu), h("div", { class: "muted" }, `${g.name} · ${g.memory_gb} GB`)], null, (g) => g.gpu],
+        ["On-demand", (g) => money(g.on_demand_per_gpu_hour, 3), "num", (g) => Number(g.on_demand_per_gpu_hour)],
+        ["Interruptible", (g) => money(g.interruptible_per_gpu_hour, 3), "num", (g) => Number(g.interruptible_per_gpu_hour)],
+        ["100 GPU-h saves", (g) => money(g.savings_100_gpu_hours), "num", (g) => Number(g.savings_100_gpu_hours)],
+      ], prices.gpus, "", { id: "prices" }), h("p", { class: "muted" }, `Storage ${money(prices.storage_per_gb_month)} per GB-month.`))),
+    card("Balance movements", table([
+      ["When", (e) => when(e.at), "nowrap", (e) => e.at],
+      ["Kind", (e) => e.kind],
+      ["Amount", (e) => money(e.amount, 4), "num", (e) => Number(e.amount)],
+      ["Memo", (e) => e.memo, "mono"],
+    ], [...balance.ledger].reverse(), "No movements yet.", { id: "ledger" })));
 }

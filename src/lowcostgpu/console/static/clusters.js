@@ -39,6 +39,7 @@ async function createForm(onCreated) {
 
 export async function clustersPage(main, _id, { signal }) {
   const list = h("div");
+  const order = {};
   const draw = async () => {
     const clusters = await api.get("/v1/clusters", { signal });
     clear(list, table([
@@ -48,8 +49,8 @@ export async function clustersPage(main, _id, { signal }) {
       ["Standard nodes", (c) => c.standard_nodes, "num"],
       ["Preemptible GPUs", (c) => `${c.allocated_preemptible_gpus} of ${c.desired_preemptible_gpus}`, "num"],
       ["Target", (c) => (c.target_met === null ? "—" : badge(c.target_met ? "met" : "unmet", c.target_met ? "ready" : "warning"))],
-      ["Created", (c) => when(c.created_at)],
-    ], clusters, "No clusters yet.", { id: "clusters" }));
+      ["Created", (c) => when(c.created_at), null, (c) => c.created_at],
+    ], clusters, "No clusters yet.", { id: "clusters" }, { state: order }));
   };
   await draw();
   const form = await createForm((made) => { location.hash = `#/clusters/${made.id}`; });
@@ -82,7 +83,7 @@ function history(cluster, events) {
   return { desired, alloc, now };
 }
 
-function nodesTable(cluster) {
+function nodesTable(cluster, state) {
   return table([
     ["Node", (n) => n.id, "mono"],
     ["Compute class", (n) => badge(n.compute_class)],
@@ -90,8 +91,8 @@ function nodesTable(cluster) {
     ["GPUs", (n) => n.gpus, "num"],
     ["Host", (n) => (n.host_id ? `${n.host_id} [${n.gpu_indices.join(",")}]` : "waiting in queue"), "mono"],
     ["Taints", (n) => n.taints.map((t) => `${t.key}=${t.value}:${t.effect}`).join(" ") || "—", "mono"],
-    ["Started", (n) => when(n.started_at)],
-  ], cluster.nodes, "No nodes.", { id: "nodes" });
+    ["Started", (n) => when(n.started_at), null, (n) => n.started_at ?? Infinity],
+  ], cluster.nodes, "No nodes.", { id: "nodes" }, { state });
 }
 
 function targetForm(cluster, onDone) {
@@ -123,6 +124,7 @@ export async function clusterPage(main, id, { signal }) {
   const events = (await allEvents("", signal)).filter(mine);
   const cursor = { seq: events.length ? events[events.length - 1].seq : 0 };
   const body = h("div");
+  const orders = { nodes: {}, events: {} }; // the tables' sort and page, kept across redraws
   const draw = async () => {
     cluster = await api.get(`/v1/clusters/${cluster.id}`, { signal });
     const { desired, alloc, now } = history(cluster, events);
@@ -139,9 +141,9 @@ export async function clusterPage(main, id, { signal }) {
           xFormat: (t) => elapsed(t - cluster.created_at), yFormat: (v) => String(Math.round(v * 10) / 10) })),
         card("Preemptible target", ...targetForm(cluster, draw),
           h("p", { class: "muted" }, `A multiple of ${cluster.gpus_per_node} (GPUs per node). Lowering it drains preemptible nodes; raising it queues new ones.`))),
-      card("Nodes", nodesTable(cluster)),
-      card("Events", table([["Time", (e) => when(e.at)], ["Object", (e) => e.object_id, "mono"], ["Reason", (e) => e.reason, "reason"], ["Message", (e) => e.message]],
-        [...events].reverse().slice(0, 50), "No events yet.", { class: "events" })));
+      card("Nodes", nodesTable(cluster, orders.nodes)),
+      card("Events", table([["Time", (e) => when(e.at), null, (e) => e.seq], ["Object", (e) => e.object_id, "mono"], ["Reason", (e) => e.reason, "reason"], ["Message", (e) => e.message]],
+        [...events].reverse(), "No events yet.", { class: "events", id: "cluster-events" }, { state: orders.events })));
   };
   await draw();
   clear(main, body);

@@ -25,19 +25,84 @@ export function clear(el, ...children) {
   return append(el, children);
 }
 
-// A table: columns are [title, (row) => cell, className?]; `empty` when there are no rows.
-export function table(columns, rows, empty = "nothing yet", attrs = {}) {
+// A table: columns are [title, (row) => cell, className?, (row) => sortValue?]; `empty` when
+// there are no rows. A column with a title sorts by a click on it (or Enter/Space: it is a
+// button), ascending then descending, by its sort value or else the cell's text; more than
+// `pageSize` rows are shown a page at a time (Previous / Next). `state` ({col, dir, page}),
+// when the caller keeps it across redraws of a live page, keeps the order and the page;
+// `rowClass(row)` names a class for a row.
+const PAGE_SIZE = 50;
+const collator = new Intl.Collator("en", { numeric: true, sensitivity: "base" });
+
+function sortValue(column, row) {
+  const [, cell, , key] = column;
+  const value = key ? key(row) : cell(row);
+  if (value === null || value === undefined) return "";
+  if (typeof value === "number" || typeof value === "string") return value;
+  if (value instanceof Node) return value.textContent;
+  return append(document.createElement("span"), [value]).textContent;
+}
+
+function compare(a, b) {
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  return collator.compare(String(a), String(b));
+}
+
+function sorted(columns, rows, state) {
+  if (state.col === undefined || !columns[state.col]) return rows;
+  const keyed = rows.map((row) => [sortValue(columns[state.col], row), row]);
+  keyed.sort((a, b) => (state.dir === "desc" ? -compare(a[0], b[0]) : compare(a[0], b[0])));
+  return keyed.map(([, row]) => row);
+}
+
+// A column's title: a button that sorts by it (ascending, then descending), aria-sort says how.
+function titleCell([title, , cls], i, state, redraw) {
+  if (!title) return h("th", { class: cls });
+  const on = state.col === i;
+  const dir = on ? (state.dir === "desc" ? "descending" : "ascending") : "none";
+  return h("th", { class: cls, "aria-sort": dir },
+    h("button", { type: "button", class: "sort", title: `sort by ${title}`, onclick: () => {
+      state.dir = on && state.dir !== "desc" ? "desc" : "asc";
+      state.col = i;
+      state.page = 0;
+      redraw(() => redraw.box.querySelector(`thead th:nth-child(${i + 1}) button`));
+    } }, title, h("span", { class: "arrow", "aria-hidden": "true" }, on ? (state.dir === "desc" ? "▼" : "▲") : "↕")));
+}
+
+function pager(state, pages, text, redraw) {
+  const go = (step, name, disabled) => h("button", { type: "button", "data-go": name, disabled, onclick: () => {
+    state.page += step;
+    redraw(() => redraw.box.querySelector(`.pager button[data-go="${name}"]:not([disabled])`)
+      || redraw.box.querySelector(".pager button:not([disabled])"));
+  } }, name === "prev" ? "‹ Previous" : "Next ›");
+  return h("div", { class: "pager", role: "navigation", "aria-label": "pages" },
+    go(-1, "prev", state.page === 0), h("span", { class: "muted", "aria-live": "polite" }, text),
+    go(1, "next", state.page >= pages - 1));
+}
+
+export function table(columns, rows, empty = "nothing yet", attrs = {}, opts = {}) {
   if (!rows.length) return h("p", { class: "empty" }, empty);
-  return h(
-    "table",
-    attrs,
-    h("thead", {}, h("tr", {}, columns.map(([title, , cls]) => h("th", { class: cls }, title)))),
-    h(
-      "tbody",
-      {},
-      rows.map((row) => h("tr", {}, columns.map(([, cell, cls]) => h("td", { class: cls }, cell(row))))),
-    ),
-  );
+  const { state = {}, rowClass, pageSize = PAGE_SIZE } = opts;
+  const box = h("div", { class: "tablebox" });
+  // Draws the current page; `focus` finds the control to give the focus back to after a click.
+  const redraw = (focus) => {
+    const all = sorted(columns, rows, state);
+    const pages = Math.max(1, Math.ceil(all.length / pageSize));
+    state.page = Math.min(Math.max(0, state.page || 0), pages - 1);
+    const first = state.page * pageSize;
+    const page = all.slice(first, first + pageSize);
+    const where = `${first + 1}–${first + page.length} of ${all.length} · page ${state.page + 1} of ${pages}`;
+    clear(box,
+      h("table", attrs,
+        h("thead", {}, h("tr", {}, columns.map((column, i) => titleCell(column, i, state, redraw)))),
+        h("tbody", {}, page.map((row) => h("tr", { class: rowClass ? rowClass(row) : null },
+          columns.map(([, cell, cls]) => h("td", { class: cls }, cell(row))))))),
+      pages > 1 ? pager(state, pages, where, redraw) : null);
+    if (focus) focus()?.focus();
+  };
+  redraw.box = box;
+  redraw();
+  return box;
 }
 
 export const card = (title, ...children) =>
@@ -82,7 +147,8 @@ export function duration(seconds) {
   if (s < 60) return `${s} s`;
   if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60 ? `${s % 60} s` : ""}`.trim();
   const hours = Math.floor(s / 3600);
-  return `${hours} h ${Math.round((s % 3600) / 60)} min`;
+  const minutes = Math.round((s % 3600) / 60);
+  return minutes ? `${hours} h ${minutes} min` : `${hours} h`;
 }
 
 export function elapsed(seconds) {

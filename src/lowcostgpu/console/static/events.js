@@ -5,7 +5,6 @@ import { badge, card, clear, h, link, table, when } from "./dom.js";
 const REASONS = ["Queued", "Scheduled", "Started", "Preempted", "Cordoned", "Killed", "Interrupted", "Requeued",
   "Restarted", "CheckpointReported", "Succeeded", "Failed", "Stopping", "Stopped", "Deleted", "NodeAdded",
   "NodeRemoved", "TargetMet", "TargetUnmet", "BalanceLow", "VolumeCreated", "WebhookDisabled", "WebhookEnabled"];
-const SHOWN = 300;
 
 function objectLink(e) {
   if (e.object_kind === "instance") return link(`#/instances/${e.object_id}`, e.object_id);
@@ -29,19 +28,18 @@ export async function eventsPage(main, _id, { signal }) {
   const events = await allEvents(query, signal);
   const box = h("div");
   const count = h("span", { class: "muted" });
+  const order = {}; // the table's sort and page, kept as new events arrive
   const draw = () => {
-    count.textContent = `${events.length} event(s)${events.length > SHOWN ? `, the latest ${SHOWN} shown` : ""}`;
+    count.textContent = `${events.length} event(s), newest first`;
     clear(box, table([
       ["Seq", (e) => e.seq, "num"],
-      ["Time", (e) => when(e.at), "nowrap"],
+      ["Time", (e) => when(e.at), "nowrap", (e) => e.seq],
       ["Type", (e) => badge(e.type)],
       ["Reason", (e) => e.reason, "reason"],
       ["Object", objectLink, "mono"],
       ["Message", (e) => e.message],
-    ], events.slice(-SHOWN).reverse(), "No events match.", { id: "events", class: "events" }));
-    for (const [i, e] of events.slice(-SHOWN).reverse().entries()) {
-      if (e.type === "Warning") box.querySelectorAll("tbody tr")[i].classList.add("warning");
-    }
+    ], [...events].reverse(), "No events match.", { id: "events", class: "events" },
+    { state: order, rowClass: (e) => (e.type === "Warning" ? "warning" : null) }));
   };
   draw();
   clear(main, h("h1", {}, "Events", h("span", { class: "live" }, "live")),

@@ -1,10 +1,13 @@
 // The operator's pages (admin key): the fleet — pools, utilisation on-demand vs interruptible,
-// queue depth, reclaims, revenue, time between interruptions per GPU type — and the accounts.
+// queue depth and reclaims per hour over time (from the event log: /v1/operator/history),
+// revenue, time between interruptions per GPU type — and the accounts.
 import { api } from "./api.js";
 import { card, clear, clock, duration, h, money, stat, table } from "./dom.js";
 import { barChart, lineChart } from "./plot.js";
 
-const WINDOWS = [["1h", 3600, 60, "last hour"], ["24h", 86400, 3600, "last 24 h"], ["7d", 7 * 86400, 6 * 3600, "last 7 days"]];
+// [key, window_s, step_s (one point per), words]
+const WINDOWS = [["1h", 3600, 60, "last hour"], ["6h", 6 * 3600, 600, "last 6 h"], ["24h", 86400, 1800, "last 24 h"],
+  ["7d", 7 * 86400, 3 * 3600, "last 7 days"]];
 const BLUE = "#1f6feb";
 const GREEN = "#1a9b5b";
 
@@ -23,20 +26,50 @@ function pools(list) {
     ["Interruptible", (p) => p.interruptible_gpus, "num"],
     ["of which nodes", (p) => `${p.node_standard_gpus} std · ${p.node_preemptible_gpus} pre`, "num"],
     ["Free", (p) => p.free_gpus, "num"],
-    ["In use", capacityBar],
-    ["Queue", (p) => `${p.queue_depth} (${p.queued_gpus} GPUs)`, "num"],
+    ["In use", capacityBar, null, (p) => p.gpus - p.free_gpus],
+    ["Queue", (p) => `${p.queue_depth} (${p.queued_gpus} GPUs)`, "num", (p) => p.queue_depth],
   ], list, "No pools.", { id: "pools" });
+}
+
+// The queue depth and the reclaims per hour over the window, per pool, from the event log.
+function historyCards(hist, label, words) {
+  const colors = ["#1f6feb", "#1a9b5b", "#d08700", "#7c4dff", "#d1242f", "#0a7f86"];
+  const series = hist.pools.map((pool, i) => ({ name: pool, color: colors[i % colors.length],
+    points: hist.series.map((b) => [b.start, b.pools[pool] ? b.pools[pool].queue_depth : 0]) }));
+  if (hist.pools.length > 1) {
+    series.push({ name: "all pools", color: "#5f6b7a", dashed: true, points: hist.series.map((b) => [b.start, b.queue_depth]) });
+  }
+  series.push({ name: "peak", color: "#b8c0ca", dashed: true, points: hist.series.map((b) => [b.start, b.queue_depth_peak]) });
+  const peak = Math.max(0, ...hist.series.map((b) => b.queue_depth_peak));
+  const queue = card(`Queue depth, ${words}`,
+    h("div", { id: "queue-plot" }, lineChart({ series, step: true, integer: true, xMin: hist.window.start, xMax: hist.window.end,
+      xFormat: label, yFormat: (v) => String(Math.round(v)), title: "queue depth over time" })),
+    h("p", { class: "plot-note", id: "queue-note" },
+      `${hist.queue_depth_now} waiting now · peak ${peak} · instances and preemptible nodes in the queue as each ${duration(hist.window.step_s)} closes; peak: the most at any moment of it`));
+  const reclaims = card("Reclaims per hour",
+    h("div", { id: "reclaims-plot" }, barChart({ labels: hist.series.map((b) => label(b.start)),
+      stacks: hist.pools.map((pool, i) => ({ name: pool, color: colors[i % colors.length],
+        values: hist.series.map((b) => (b.pools[pool] ? b.pools[pool].reclaims_per_hour : 0)) })),
+      yFormat: (v) => (v >= 10 || Number.isInteger(v) ? String(Math.round(v)) : v.toFixed(v < 1 ? 2 : 1)), title: "reclaims per hour" })),
+    h("p", { class: "plot-note", id: "reclaims-note" },
+      `${hist.reclaims_window} reclaim(s) ${words} (Preempted events of instances and nodes), per ${duration(hist.window.step_s)} scaled to an hour`));
+  return [queue, reclaims];
 }
 
 export async function fleetPage(main, _id, { signal }) {
   const choice = new URLSearchParams(location.hash.split("?")[1] || "").get("window") || "1h";
-  const [, windowS, bucketS, words] = WINDOWS.find(([k]) => k === choice) || WINDOWS[0];
-  const f = await api.get(`/v1/operator/fleet?window_s=${windowS}&bucket_s=${bucketS}`, { signal });
-  const xs = f.series.map((b) => b.start);
-  const label = (t) => new Date(t * 1000).toISOString().slice(bucketS >= 86400 ? 5 : 11, bucketS >= 86400 ? 10 : 16);
+  const [, windowS, stepS, words] = WINDOWS.find(([k]) => k === choice) || WINDOWS[0];
+  const [f, hist] = await Promise.all([
+    api.get(`/v1/operator/fleet?window_s=${windowS}&bucket_s=${stepS}`, { signal }),
+    api.get(`/v1/operator/history?window_s=${windowS}&step_s=${stepS}`, { signal })]);
+  const label = (t) => {
+    const iso = new Date(t * 1000).toISOString();
+    return windowS > 86400 ? `${iso.slice(5, 10)} ${iso.slice(11, 13)}h` : iso.slice(11, 16);
+  };
   const held = f.pools.reduce((n, p) => n + p.gpus - p.free_gpus, 0);
   const picker = h("span", { class: "sub" }, WINDOWS.map(([k, , , w]) =>
-    [h("a", { href: `#/fleet?window=${k}`, style: k === choice ? "font-weight:700" : null }, w), " "]));
+    [h("a", { href: `#/fleet?window=${k}`, style: k === choice ? "font-weight:700" : null, "aria-current": k === choice ? "page" : null }, w), " "]));
+  const [queue, reclaims] = historyCards(hist, label, words);
   clear(main, h("h1", {}, "Fleet", picker),
     h("div", { class: "stats", id: "fleet-stats" },
       stat("GPUs in use", `${held} / ${f.gpus}`, `${f.pools.length} pool(s)`),
@@ -51,19 +84,21 @@ export async function fleetPage(main, _id, { signal }) {
         { name: "interruptible", color: GREEN, points: f.series.map((b) => [b.start, 100 * b.utilisation_interruptible]) },
         { name: "total", color: "#5f6b7a", dashed: true, points: f.series.map((b) => [b.start, 100 * (b.utilisation_on_demand + b.utilisation_interruptible)]) },
       ], yMax: 100, xFormat: label, yFormat: (v) => `${Math.round(v)}%` })),
-      card(`Reclaims per ${duration(bucketS)}`, barChart({ labels: xs.map(label),
-        stacks: [{ name: "reclaims (Preempted)", color: "#d1242f", values: f.series.map((b) => b.reclaims) }], integer: true, yFormat: (v) => String(Math.round(v)) }))),
+      queue),
     h("div", { class: "grid2" },
-      card(`Revenue per ${duration(bucketS)}`, barChart({ labels: xs.map(label),
-        stacks: [{ name: "rated usage", color: "#7c4dff", values: f.series.map((b) => Number(b.revenue)) }], yFormat: (v) => `$${v.toFixed(v < 1 ? 3 : 2)}` })),
+      reclaims,
+      card(`Revenue per ${duration(stepS)}`, barChart({ labels: f.series.map((b) => label(b.start)),
+        stacks: [{ name: "rated usage", color: "#7c4dff", values: f.series.map((b) => Number(b.revenue)) }], yFormat: (v) => `$${v.toFixed(v < 1 ? 3 : 2)}` }))),
+    h("div", { class: "grid2" },
       card("Interruptions per GPU type", table([
         ["GPU type", (s) => h("b", {}, s.gpu_type)],
         ["Interruptions", (s) => s.interruptions, "num"],
-        ["Median time between", (s) => (s.median_time_between_interruptions_s === null ? "— (none twice yet)" : duration(s.median_time_between_interruptions_s)), "num"],
+        ["Median time between", (s) => (s.median_time_between_interruptions_s === null ? "— (none twice yet)" : duration(s.median_time_between_interruptions_s)), "num",
+          (s) => s.median_time_between_interruptions_s ?? Infinity],
       ], f.interruptions, "", { id: "interruptions" }),
-      h("p", { class: "muted" }, "Median time between two interruptions of the same instance, all time."),
-      h("h2", { style: "margin-top:14px" }, "Instances by state"),
-      table([["State", ([s]) => s], ["Instances", ([, n]) => n, "num"]], Object.entries(f.instances), "No live instances."))));
+      h("p", { class: "muted" }, "Median time between two interruptions of the same instance, all time.")),
+      card("Instances by state",
+        table([["State", ([s]) => s], ["Instances", ([, n]) => n, "num"]], Object.entries(f.instances), "No live instances."))));
 }
 
 export async function accountsPage(main, _id, { signal }) {
@@ -71,8 +106,8 @@ export async function accountsPage(main, _id, { signal }) {
   clear(main, h("h1", {}, "Accounts"), card(null, table([
     ["Account", (a) => a.id, "mono"],
     ["Name", (a) => a.name],
-    ["Balance", (a) => money(a.balance), "num"],
-    ["Created", (a) => clock(a.created_at)],
+    ["Balance", (a) => money(a.balance), "num", (a) => Number(a.balance)],
+    ["Created", (a) => clock(a.created_at), null, (a) => a.created_at],
   ], accounts, "No accounts yet: lowcostgpu accounts create NAME", { id: "accounts" })),
   h("p", { class: "muted" }, "Top up with `lowcostgpu topup ACCOUNT AMOUNT` (money received outside lowcostgpu)."));
 }

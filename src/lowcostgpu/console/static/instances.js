@@ -17,28 +17,28 @@ export function queueText(inst) {
   return `#${inst.queue.position} · ${eta}`;
 }
 
-function instanceRows(instances) {
+function instanceRows(instances, state) {
   return table([
     ["Instance", (i) => link(`#/instances/${i.id}`, i.id), "mono"],
     ["State", (i) => badge(i.status)],
     ["GPU", (i) => `${i.gpus}× ${i.gpu}`, "nowrap"],
     ["Type", (i) => badge(i.type)],
-    ["Price/h", (i) => money(i.price_per_hour, 3), "num"],
+    ["Price/h", (i) => money(i.price_per_hour, 3), "num", (i) => Number(i.price_per_hour)],
     ["Restarts", (i) => i.restart_count, "num"],
-    ["Checkpoint", (i) => (i.last_checkpoint_step ?? "—"), "num"],
-    ["Queue", queueText],
+    ["Checkpoint", (i) => (i.last_checkpoint_step ?? "—"), "num", (i) => i.last_checkpoint_step ?? -1],
+    ["Queue", queueText, null, (i) => (i.queue ? i.queue.position : Infinity)],
     ["Volume", (i) => i.volume || "—", "mono"],
-    ["Created", (i) => when(i.created_at), "nowrap"],
-  ], instances, "No instances yet. Launch one: lowcostgpu launch --gpu a100-sxm4 --template pytorch", { id: "instances" });
+    ["Created", (i) => when(i.created_at), "nowrap", (i) => i.created_at],
+  ], instances, "No instances yet. Launch one: lowcostgpu launch --gpu a100-sxm4 --template pytorch", { id: "instances" }, { state });
 }
 
-function volumes(instances) {
+function volumes(instances, state) {
   const seen = new Map();
   for (const i of instances) if (i.volume) seen.set(i.volume, [...(seen.get(i.volume) || []), i]);
   return table([
     ["Volume", ([v]) => v, "mono"],
     ["Used by", ([, list]) => list.map((i) => [link(`#/instances/${i.id}`, i.id), " "]), "mono"],
-  ], [...seen.entries()], "No volumes: launch with --volume NAME:SIZE to keep checkpoints across restarts.");
+  ], [...seen.entries()], "No volumes: launch with --volume NAME:SIZE to keep checkpoints across restarts.", {}, { state });
 }
 
 // The launch form: what `lowcostgpu launch` takes; the API validates and its message shows here.
@@ -71,6 +71,8 @@ export async function instancesPage(main, _id, { signal }) {
   const tableBox = h("div");
   const volumeBox = h("div");
   const statsBox = h("div", { class: "stats" });
+  const order = {}; // the list's sort and page, kept across its live redraws
+  const volumeOrder = {};
   const draw = async () => {
     const all = await api.get("/v1/instances?all=true", { signal });
     const live = all.filter((i) => i.status !== "deleted");
@@ -79,8 +81,8 @@ export async function instancesPage(main, _id, { signal }) {
       stat("Running", count("running")), stat("Queued", count("queued")),
       stat("Interruptions", live.reduce((n, i) => n + i.interruption_count, 0), "all instances"),
       stat("GPU spend rate", money(live.filter((i) => i.status === "running").reduce((n, i) => n + Number(i.price_per_hour), 0), 3), "per hour, running now"));
-    clear(tableBox, instanceRows(live));
-    clear(volumeBox, volumes(all));
+    clear(tableBox, instanceRows(live, order));
+    clear(volumeBox, volumes(all, volumeOrder));
   };
   await draw();
   const launch = await launchForm(signal);
@@ -124,13 +126,13 @@ function details(e) {
   return "";
 }
 
-function eventRows(inst, events) {
+function eventRows(inst, events, state) {
   return table([
-    ["Time", (e) => elapsed(e.at - inst.created_at), "mono"],
+    ["Time", (e) => elapsed(e.at - inst.created_at), "mono", (e) => e.seq],
     ["Reason", (e) => e.reason, "reason"],
     ["Message", (e) => e.message],
     ["Details", details, "mono"],
-  ], [...events].reverse(), "No events yet.", { id: "timeline", class: "events" });
+  ], [...events].reverse(), "No events yet.", { id: "timeline", class: "events" }, { state });
 }
 
 function header(inst, usage, actions) {
@@ -176,13 +178,14 @@ export async function instancePage(main, id, { signal }) {
   const plot = h("div");
   const list = h("div");
   const logs = h("pre", { class: "logs", id: "logs" });
+  const order = {};
   const draw = async () => {
     const usage = await api.get(`/v1/instances/${inst.id}/usage`, { signal });
     clear(top, header(inst, usage, actionButtons(inst, refresh)));
     const end = FINAL.has(inst.status) ? Math.max(...events.map((e) => e.at)) : Math.max(Date.now() / 1000, ...events.map((e) => e.at));
     clear(plot, timeline({ start: inst.created_at, end, spans: spans(events, end), marks: marks(events), colors: COLORS,
       xFormat: (t) => elapsed(t - inst.created_at) }));
-    clear(list, eventRows(inst, events));
+    clear(list, eventRows(inst, events, order));
   };
   const refresh = async () => {
     inst = await api.get(`/v1/instances/${inst.id}`, { signal });

@@ -17,15 +17,17 @@ function niceMax(value) {
   return 10 * step;
 }
 
-function frame(height, yMax, yFormat, title) {
+// The axes of a plot from yMin (0 unless something is below it) to yMax, four steps.
+function frame(height, yMax, yFormat, title, yMin = 0) {
   const root = svg("svg", { viewBox: `0 0 ${W} ${height}`, class: "plot", role: "img", "aria-label": title || "plot" });
   const plotH = height - PAD.top - PAD.bottom;
-  const y = (v) => PAD.top + plotH - (v / yMax) * plotH;
+  const y = (v) => PAD.top + plotH - ((v - yMin) / (yMax - yMin)) * plotH;
   for (let i = 0; i <= 4; i += 1) {
-    const v = (yMax * i) / 4;
+    const v = yMin + ((yMax - yMin) * i) / 4;
     root.append(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v), class: i ? "grid" : "axis" }));
     root.append(svg("text", { x: PAD.left - 6, y: y(v) + 4, class: "tick", "text-anchor": "end" }, yFormat(v)));
   }
+  if (yMin < 0) root.append(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(0), y2: y(0), class: "axis" }));
   return { root, y, plotH };
 }
 
@@ -40,12 +42,17 @@ function legend(root, items) {
 }
 
 // series: [{name, color, points: [[x, y], ...]}]; step: hold each value until the next point.
-export function lineChart({ series, height = 230, xFormat = String, yFormat = String, step = false, xMin, xMax, yMax, title }) {
+// integer: counts, so the axis' four steps are whole numbers; a value below 0 extends the axis.
+export function lineChart({ series, height = 230, xFormat = String, yFormat = String, step = false, xMin, xMax, yMax, title, integer = false }) {
   const xs = series.flatMap((s) => s.points.map((p) => p[0]));
+  const ys = series.flatMap((s) => s.points.map((p) => p[1]));
   const lo = xMin ?? Math.min(...xs);
   const hi = Math.max(xMax ?? Math.max(...xs), lo + 1);
-  const top = niceMax(yMax ?? Math.max(0, ...series.flatMap((s) => s.points.map((p) => p[1]))));
-  const { root, y } = frame(height, top, yFormat, title);
+  const most = yMax ?? Math.max(0, ...ys);
+  const top = integer ? Math.max(4, Math.ceil(most / 4) * 4) : niceMax(most);
+  const least = Math.min(0, ...ys);
+  const bottom = least < 0 ? -niceMax(-least) : 0;
+  const { root, y } = frame(height, top, yFormat, title, bottom);
   const x = (v) => PAD.left + ((v - lo) / (hi - lo)) * (W - PAD.left - PAD.right);
   for (let i = 0; i <= 4; i += 1) {
     const v = lo + ((hi - lo) * i) / 4;
@@ -74,7 +81,8 @@ export function barChart({ labels, stacks, height = 230, yFormat = String, title
   const top = integer ? Math.max(4, Math.ceil(most / 4) * 4) : niceMax(most);
   const { root, y } = frame(height, top, yFormat, title);
   const slot = (W - PAD.left - PAD.right) / Math.max(1, labels.length);
-  const every = Math.ceil(labels.length / 8);
+  const longest = Math.max(0, ...labels.map((l) => String(l).length));
+  const every = Math.max(Math.ceil(labels.length / 8), Math.ceil((longest * 7 + 10) / slot)); // no overlap
   labels.forEach((label, i) => {
     let base = 0;
     const bw = Math.min(slot * 0.7, 40);

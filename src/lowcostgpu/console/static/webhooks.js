@@ -6,6 +6,7 @@ import { badge, card, clear, clock, h, link, problem, table, when } from "./dom.
 export async function webhooksPage(main, _id, { signal }) {
   const list = h("div");
   const shown = h("div");
+  const order = {};
   const draw = async () => {
     const hooks = await api.get("/v1/webhooks", { signal });
     clear(list, table([
@@ -13,8 +14,8 @@ export async function webhooksPage(main, _id, { signal }) {
       ["URL", (w) => w.url, "mono"],
       ["Reasons", (w) => (w.reasons.length ? w.reasons.join(", ") : "every event")],
       ["State", (w) => [badge(w.status), w.disabled_reason ? h("div", { class: "muted" }, w.disabled_reason) : null]],
-      ["Created", (w) => clock(w.created_at)],
-    ], hooks, "No webhooks yet.", { id: "webhooks" }));
+      ["Created", (w) => clock(w.created_at), null, (w) => w.created_at],
+    ], hooks, "No webhooks yet.", { id: "webhooks" }, { state: order }));
   };
   const url = h("input", { name: "url", placeholder: "https://example.com/hooks/lowcostgpu", style: "width:360px", required: true });
   const reasons = h("input", { name: "reasons", placeholder: "Preempted, Interrupted (empty: every event)", style: "width:300px" });
@@ -50,6 +51,7 @@ export async function webhookPage(main, id, { signal }) {
   }
   const note = h("div");
   const box = h("div");
+  const order = {}; // the deliveries' sort and page, kept across the table's refreshes
   const act = (label, fn, cls) => h("button", { class: cls, onclick: async () => {
     clear(note);
     try { await fn(); clear(note, h("div", { class: "notice" }, `${label}: done`)); } catch (err) { clear(note, problem(err)); }
@@ -63,9 +65,9 @@ export async function webhookPage(main, id, { signal }) {
       ["Object", (d) => (d.payload.data && d.payload.data.object_id) || "—", "mono"],
       ["State", (d) => badge(d.status)],
       ["Attempts", attempts],
-      ["Delivered", (d) => when(d.delivered_at), "nowrap"],
+      ["Delivered", (d) => when(d.delivered_at), "nowrap", (d) => d.delivered_at ?? Infinity],
       ["", (d) => act("Replay", () => api.post(`/v1/webhooks/${id}/deliveries/${d.id}/replay`))],
-    ], [...deliveries].reverse(), "No deliveries yet.", { id: "deliveries" }));
+    ], [...deliveries].reverse(), "No deliveries yet.", { id: "deliveries" }, { state: order }));
   };
   await draw();
   clear(main, h("h1", {}, hook.id, badge(hook.status), h("span", { class: "sub mono" }, hook.url)),
