@@ -108,7 +108,7 @@ class Accounts:
     # Balance ------------------------------------------------------------------------------------
 
     def balance(self, account_id: str) -> Decimal:
-        return self.store.balances().get(account_id, Decimal(0))
+        return self.store.balance(account_id)
 
     def topup(self, account_id: str, amount: str, reference: str | None = None) -> Decimal:
         """Credit the account; the same `reference` credits once however often it is sent."""

@@ -211,7 +211,7 @@ class Store(Protocol):
     ) -> list[EventRecord]:
         """Events with seq > `after_seq` (of one account, or all), in seq order, at most `limit`;
         `since`/`until` keep those with `since <= at < until`, so a reader of a time window does
-        not decode the whole log (no index on `at`: the database still scans, Python does not)."""
+        not decode the whole log (the SQL store has an index on `at` for it)."""
         ...
 
     def usage(self, *, account_id: str | None = None) -> list[UsageRecord]: ...
@@ -241,7 +241,14 @@ class Store(Protocol):
         ...
 
     def balances(self) -> dict[str, Decimal]:
-        """Every account's balance that has ledger entries: the exact sum of its entries."""
+        """Every account's balance that has ledger entries: the exact sum of its entries.
+
+        Kept by the store as entries are inserted (in the same transaction), so a read costs
+        O(accounts), not O(ledger)."""
+        ...
+
+    def balance(self, account_id: str) -> Decimal:
+        """One account's balance (0 if it has no ledger entries), without reading the others."""
         ...
 
     def clusters(

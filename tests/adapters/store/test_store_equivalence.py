@@ -7,6 +7,7 @@ see. Small key spaces make collisions (stale versions, duplicate keys, upserts) 
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from lowcostgpu.ports.store import (
     Commit,
     EventRecord,
     InstanceWrite,
+    LedgerEntry,
     OutboxEntry,
     Store,
     VolumeRecord,
@@ -94,6 +96,18 @@ volumes = st.builds(
     created_at=times,
     deleted_at=st.none() | times,
 )
+ledger_entries = st.builds(
+    LedgerEntry,
+    key=keys,
+    account_id=accounts,
+    at=times,
+    kind=st.sampled_from(["topup", "charge"]),
+    amount=st.builds(
+        lambda n, places: Decimal(n).scaleb(-places),
+        st.integers(-(10**6), 10**6),
+        st.integers(0, 22),
+    ),
+)
 commits = st.builds(
     Commit,
     instances=st.lists(instance_writes(), max_size=3),
@@ -102,6 +116,7 @@ commits = st.builds(
     usage=st.lists(usage_records, max_size=3),
     metered_through=st.dictionaries(st.tuples(ids, st.sampled_from(["gpu", "storage"])), times),
     volumes=st.lists(volumes, max_size=2),
+    ledger=st.lists(ledger_entries, max_size=3),
 )
 operations = st.lists(
     commits.map(lambda c: ("commit", c)) | st.tuples(st.just("done"), st.lists(keys), times),
@@ -131,6 +146,8 @@ def observe(store: Store) -> dict[str, Any]:
         "usage": store.usage(),
         "metered_through": store.metered_through(),
         "volumes": store.volumes(),
+        "ledger": store.ledger(),
+        "balances": {a: f"{b:f}" for a, b in store.balances().items()},  # digits too
     }
 
 
@@ -150,6 +167,8 @@ def observe_more(store: Store) -> dict[str, Any]:
         "events_2": store.events(limit=2),
         "usage_acct_1": store.usage(account_id="acct-1"),
         "volumes_acct_2": store.volumes("acct-2"),
+        "ledger_acct_2": store.ledger("acct-2"),
+        "balance_acct_1": store.balance("acct-1"),
     }
 
 

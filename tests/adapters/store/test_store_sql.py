@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
@@ -29,7 +30,7 @@ from lowcostgpu.adapters.store.migrate import alembic_config, current_revision, 
 from lowcostgpu.adapters.store.schema import metadata
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord, InstanceWrite
+from lowcostgpu.ports.store import Commit, EventRecord, InstanceWrite, LedgerEntry
 from lowcostgpu.ports.webhooks import WebhookChanges, WebhookDelivery
 
 
@@ -115,7 +116,7 @@ def _assert_schema_is_head(url: str) -> None:
         with engine.connect() as conn:
             diffs = compare_metadata(MigrationContext.configure(conn), metadata)
         assert diffs == []  # the migrations build exactly the tables of schema.py
-        assert current_revision(engine) == head_revision() == "0005"
+        assert current_revision(engine) == head_revision() == "0006"
     finally:
         engine.dispose()
 
@@ -175,6 +176,83 @@ def test_a_delivery_written_before_0005_is_at_version_1_after_it(
             assert "version" not in columns
         finally:
             engine.dispose()
+
+
+_LEDGER_AT_0005 = [  # key, account, amount: rows a 0005 database holds
+    ("topup-1", "acct-1", "10"),
+    ("charge-1", "acct-1", "-0.00400833333333333333"),
+    ("charge-2", "acct-1", "-0.00400833333333333333"),
+    ("topup-2", "acct-2", "0.1"),
+    ("charge-3", "acct-2", "-0.10"),
+]
+
+
+def _balance_rows(engine: sa.Engine) -> dict[str, str]:
+    with engine.connect() as conn:
+        found = conn.execute(sa.text("SELECT account_id, balance FROM account_balances"))
+        return {account: balance for account, balance in found}
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_0006_fills_the_balances_from_the_ledger_and_downgrades_cleanly(
+    dialect: str, tmp_path: Path
+) -> None:
+    """A database at 0005 with ledger rows gets each account's exact sum (digits included), the
+    store keeps adding to it; the downgrade drops the table and the index, the ledger stays."""
+    with _empty_database(dialect, tmp_path) as url:
+        engine = sa.create_engine(parse_url(url).url)
+        insert = sa.text(
+            "INSERT INTO ledger (key, account_id, at, kind, amount, memo)"
+            " VALUES (:k, :a, 100, 'topup', :amount, '')"
+        )
+        try:
+            with engine.begin() as conn:
+                command.upgrade(alembic_config(conn), "0005")
+                conn.execute(insert, [{"k": k, "a": a, "amount": m} for k, a, m in _LEDGER_AT_0005])
+            store = SqlStore.open(url)
+            assert _balance_rows(engine) == {"acct-1": "9.99198333333333333334", "acct-2": "0.00"}
+            assert store.balances() == {
+                "acct-1": Decimal("9.99198333333333333334"),
+                "acct-2": Decimal(0),
+            }
+            again = LedgerEntry("charge-1", "acct-1", 100, "charge", Decimal("-5"))  # a duplicate
+            new = LedgerEntry("charge-4", "acct-2", 200, "charge", Decimal("-0.5"))
+            store.commit(Commit(ledger=[again, new]))
+            assert store.balance("acct-1") == Decimal("9.99198333333333333334")
+            assert store.balance("acct-2") == Decimal("-0.5")
+            store.close()
+            with engine.begin() as conn:
+                command.downgrade(alembic_config(conn), "0005")
+            assert current_revision(engine) == "0005"
+            with engine.connect() as conn:
+                inspector = sa.inspect(conn)
+                assert "account_balances" not in inspector.get_table_names()
+                indexes = {i["name"] for i in inspector.get_indexes("events")}
+                assert "ix_events_at" not in indexes and "ix_events_account_seq" in indexes
+                assert conn.scalar(sa.text("SELECT count(*) FROM ledger")) == 6
+            SqlStore.open(url).close()  # up again: filled from the ledger as it is now
+            assert _balance_rows(engine) == {"acct-1": "9.99198333333333333334", "acct-2": "-0.50"}
+        finally:
+            engine.dispose()
+
+
+def test_0006_refuses_a_ledger_amount_that_is_not_a_number(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = sa.create_engine(parse_url(url).url)
+    try:
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "0005")
+            conn.execute(
+                sa.text(
+                    "INSERT INTO ledger (key, account_id, at, kind, amount, memo)"
+                    " VALUES ('k', 'acct-1', 1, 'topup', 'ten', '')"
+                )
+            )
+        with pytest.raises(StoreDataError, match="ledger amount 'ten' of account acct-1"):
+            SqlStore.open(url)
+        assert current_revision(engine) == "0005"  # the upgrade rolled back whole
+    finally:
+        engine.dispose()
 
 
 def test_opening_an_existing_database_again_keeps_its_data(sql_backend: Backend) -> None:

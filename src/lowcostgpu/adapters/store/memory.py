@@ -58,6 +58,7 @@ class MemoryStore:
         self._accounts: dict[str, _Row] = {}
         self._api_keys: dict[str, _Row] = {}
         self._ledger: dict[str, _Row] = {}
+        self._balances: dict[str, str] = {}  # account → exact decimal text, as account_balances
         self._clusters: dict[str, _Row] = {}
         self._nodes: dict[str, _Row] = {}
         self._leader: str | None = None
@@ -72,7 +73,8 @@ class MemoryStore:
             volumes = [rows.volume_row(v) for v in commit.volumes]
             accounts = [rows.account_row(a) for a in commit.accounts]
             api_keys = [rows.api_key_row(k) for k in commit.api_keys]
-            ledger = [rows.ledger_row(e) for e in commit.ledger]
+            ledger = [r for r in rows.first_per_key(commit.ledger) if r["key"] not in self._ledger]
+            balances = rows.balances_after(self._balances, ledger)  # by exactly what is new
             events = self._new_events(commit.events)
             clusters = cluster_rows.versioned_after(
                 self._clusters, commit.clusters, "cluster", cluster_rows.cluster_row
@@ -99,8 +101,8 @@ class MemoryStore:
                 self._accounts.setdefault(a["id"], a)
             for k in api_keys:
                 self._api_keys.setdefault(k["key_hash"], k)
-            for e in ledger:
-                self._ledger.setdefault(e["key"], e)
+            self._ledger.update((e["key"], e) for e in ledger)
+            self._balances.update(balances)
             self._webhooks.write(commit.webhooks, deliveries)
 
     def _versioned(self, commit: Commit) -> dict[str, _Row]:
@@ -239,11 +241,14 @@ class MemoryStore:
         return [rows.ledger_entry(r) for r in found]
 
     def balances(self) -> dict[str, Decimal]:
-        amounts: dict[str, list[Decimal]] = {}
         with self._mutex:
-            for r in self._ledger.values():
-                amounts.setdefault(r["account_id"], []).append(rows.ledger_amount(r["amount"]))
-        return {account: rows.exact_sum(values) for account, values in sorted(amounts.items())}
+            found = sorted(self._balances.items())
+        return {account: rows.ledger_amount(b) for account, b in found}
+
+    def balance(self, account_id: str) -> Decimal:
+        with self._mutex:
+            found = self._balances.get(account_id)
+        return Decimal(0) if found is None else rows.ledger_amount(found)
 
     def clusters(
         self, *, account_id: str | None = None, include_deleted: bool = False

@@ -6,7 +6,7 @@ in-memory fake refuse the same malformed commits with the same errors.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
@@ -258,3 +258,28 @@ def exact_sum(amounts: list[Decimal]) -> Decimal:
     with localcontext() as ctx:
         ctx.prec = 1000
         return sum(amounts, Decimal(0))
+
+
+def first_per_key(entries: Sequence[LedgerEntry]) -> list[dict[str, Any]]:
+    """The ledger rows of `entries`, one per key (the first, as a replay would keep), by key.
+
+    Sorted so that two writers inserting overlapping keys lock them in the same order."""
+    first: dict[str, LedgerEntry] = {}
+    for e in entries:
+        first.setdefault(e.key, e)
+    return [ledger_row(first[k]) for k in sorted(first)]
+
+
+def balances_after(balances: Mapping[str, str], inserted: Sequence[Row]) -> dict[str, str]:
+    """The balance text of each account that the newly `inserted` ledger rows move.
+
+    A balance is kept as the exact sum of its account's entries (`exact_sum`: exact addition
+    does not depend on the order), as decimal text like the amounts, so it is the value — and
+    the same digits — that summing the whole ledger would give."""
+    moves: dict[str, list[Decimal]] = {}
+    for r in inserted:
+        moves.setdefault(r["account_id"], []).append(ledger_amount(r["amount"]))
+    return {
+        account: f"{exact_sum([ledger_amount(balances.get(account, '0')), *amounts]):f}"
+        for account, amounts in moves.items()
+    }

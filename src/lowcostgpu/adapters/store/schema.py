@@ -1,8 +1,9 @@
 """The store's tables (SQLAlchemy Core). Alembic creates them; this module only describes them.
 
-Nine tables, one per kind of record of the `Store` port. Text columns have no length limit (so
-SQLite and PostgreSQL accept the same values). Timestamps are integer seconds since the
-epoch (the core's `Timestamp`), never database clock values: the store never reads the time.
+One table per kind of record of the `Store` port, and the balances kept beside the ledger. Text
+columns have no length limit (so SQLite and PostgreSQL accept the same values). Timestamps are
+integer seconds since the epoch (the core's `Timestamp`), never database clock values: the store
+never reads the time.
 
 - instances: the lifecycle state as JSON (see `codec`), its launch record, and the version that
   optimistic concurrency checks. `account_id` and `status` are copied out of the JSON for queries;
@@ -10,12 +11,16 @@ epoch (the core's `Timestamp`), never database clock values: the store never rea
 - outbox: effects to carry out; `position` is the insertion order, `done_at` NULL while pending
   (a partial index keeps the pending ones cheap to find however long the history grows).
 - events: append-only; `seq` is assigned by the store, strictly increasing in commit order;
-  `key` deduplicates an event written twice after a crash.
+  `key` deduplicates an event written twice after a crash. Indexed by (account, seq) for one
+  account's reads and by `at` for time windows (`Store.events(since=, until=)`, migration 0006).
 - usage: one row per (subject, kind, interval); inserted once, never updated.
 - metered_through: per (subject, kind), up to when usage is in the table.
 - volumes: per (account, name).
 - accounts, api_keys (SHA-256 of the key, never the key), ledger (balance movements as exact
   decimal text, inserted once by key; a balance is the sum of its account's entries).
+- account_balances (migration 0006): that sum per account, as exact decimal text, updated in the
+  transaction that inserts the account's ledger entries, so a balance is read without scanning
+  the ledger (which grows by a row per metered record).
 
 `tests/adapters/store` checks that the migrations produce exactly these tables.
 """
@@ -78,6 +83,7 @@ events = sa.Table(
     sa.Column("message", sa.Text, nullable=False),
     sa.Column("data", sa.Text, nullable=False),
     sa.Index("ix_events_account_seq", "account_id", "seq"),
+    sa.Index("ix_events_at", "at"),
 )
 
 usage = sa.Table(
@@ -142,6 +148,14 @@ ledger = sa.Table(
     sa.Column("amount", sa.Text, nullable=False),
     sa.Column("memo", sa.Text, nullable=False),
     sa.Index("ix_ledger_account_at", "account_id", "at"),
+)
+
+# The balance of each account that has ledger entries (migration 0006): the exact sum of them.
+account_balances = sa.Table(
+    "account_balances",
+    metadata,
+    sa.Column("account_id", sa.Text, primary_key=True),
+    sa.Column("balance", sa.Text, nullable=False),
 )
 
 # Clusters and their nodes (migration 0003): the core's records as JSON, versioned like

@@ -5,6 +5,8 @@ update must find its row at the expected version (`UPDATE ... WHERE id = ? AND v
 exactly one row), a new instance must not exist yet; otherwise the transaction rolls back whole
 and `StaleWrite` is raised. Outbox entries, events and usage records are inserted unless their key
 exists (`ON CONFLICT DO NOTHING` on both dialects), so a commit replayed after a crash is harmless.
+Ledger entries too, and each account's balance is updated in the same transaction by exactly the
+entries that were inserted (see `ledger_rows`), so reading a balance never scans the ledger.
 
 Event `seq` numbers are assigned as max + 1 while holding a lock that serializes event writers
 (SQLite: the write transaction itself; PostgreSQL: a transaction-level advisory lock), so they
@@ -24,7 +26,7 @@ import sqlalchemy as sa
 from alembic.util.exc import CommandError
 from sqlalchemy.dialects import postgresql, sqlite
 
-from lowcostgpu.adapters.store import cluster_rows, rows
+from lowcostgpu.adapters.store import cluster_rows, ledger_rows, rows
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.adapters.store import webhook_rows as webhooks
 from lowcostgpu.adapters.store.engine import (
@@ -125,7 +127,7 @@ class SqlStore:
                 self._upsert_volumes(conn, commit.volumes)
             self._insert_new(conn, t.accounts, "id", [rows.account_row(a) for a in commit.accounts])
             self._insert_new(conn, t.api_keys, "key_hash", map(rows.api_key_row, commit.api_keys))
-            self._insert_new(conn, t.ledger, "key", [rows.ledger_row(e) for e in commit.ledger])
+            ledger_rows.write(conn, self._insert, self._text, commit.ledger)  # and the balances
             for c in commit.clusters:
                 row = cluster_rows.cluster_row(c.state)
                 self._write_versioned(conn, t.clusters, "cluster", row, c.expected_version)
@@ -371,11 +373,12 @@ class SqlStore:
         return [rows.ledger_entry(r) for r in self._rows(q)]
 
     def balances(self) -> dict[str, Decimal]:
-        found = self._rows(sa.select(t.ledger.c.account_id, t.ledger.c.amount))
-        amounts: dict[str, list[Decimal]] = {}
-        for r in found:
-            amounts.setdefault(r["account_id"], []).append(rows.ledger_amount(r["amount"]))
-        return {account: rows.exact_sum(values) for account, values in sorted(amounts.items())}
+        with translated(self.url), self._engine.connect() as conn:
+            return ledger_rows.balances(conn, self._text)
+
+    def balance(self, account_id: str) -> Decimal:
+        with translated(self.url), self._engine.connect() as conn:
+            return ledger_rows.balance(conn, account_id)
 
     # --- the single-writer lock ------------------------------------------------------------
 
