@@ -132,6 +132,74 @@ def test_an_unknown_reason_is_a_clear_400(api: Api) -> None:
     assert response.status_code == 422 and "wait_s" in response.text
 
 
+def _settled(client: Client) -> list[Event]:
+    """The account's events once no more come for a moment (its instances are stopped)."""
+    before = client.events(0, 1000)
+    while True:
+        time.sleep(0.3)
+        now = client.events(0, 1000)
+        if now == before:
+            return now
+        before = now
+
+
+def _get(api: Api, client: Client, query: str) -> httpx.Response:
+    key = client._http.headers["authorization"]
+    return httpx.get(f"{api.url}/v1/events?{query}", headers={"authorization": key})
+
+
+def test_every_answer_carries_the_latest_seq_to_follow_from(api: Api) -> None:
+    """A filtered page that matches nothing still says where the log ends: a follower starts
+    there (not at 0) and gets the next matching event, and nothing older."""
+    _, client = api.account("tail")
+    client.stop(_launch(client))
+    everything = _settled(client)
+    nothing = _get(api, client, "object=i-00000000&limit=1")
+    assert nothing.status_code == 200 and nothing.json() == []
+    latest = int(nothing.headers["X-Events-Latest-Seq"])
+    assert latest == everything[-1]["seq"]
+    listed = _get(api, client, "limit=1")
+    assert int(listed.headers["X-Events-Latest-Seq"]) == latest
+    second = _launch(client)
+    followed = client.events(latest, 1000, object=second, wait_s=10)
+    assert followed and {e["object_id"] for e in followed} == {second}
+    assert all((e["seq"] or 0) > latest for e in followed)
+    polled = _get(api, client, f"after={latest}&object={second}&wait_s=1")
+    assert int(polled.headers["X-Events-Latest-Seq"]) >= polled.json()[-1]["seq"]
+    client.stop(second)
+    _, empty = api.account("no-events-yet", credit=None)
+    assert _get(api, empty, "").headers["X-Events-Latest-Seq"] == "0"
+
+
+def test_newest_pages_back_from_the_tail_with_before(api: Api) -> None:
+    _, client = api.account("recent")
+    for _ in range(2):
+        client.stop(_launch(client))
+    everything = _settled(client)
+    assert len(everything) >= 5
+    tail = _get(api, client, "newest=true&limit=3").json()
+    assert tail == everything[-3:]
+    older = _get(api, client, f"newest=true&limit=2&before={tail[0]['seq']}").json()
+    assert older == everything[-5:-3]
+    first_id = everything[0]["object_id"]
+    of_first = [e for e in everything if e["object_id"] == first_id]
+    assert _get(api, client, f"newest=true&limit=2&object={first_id}").json() == of_first[-2:]
+
+
+def test_an_object_prefix_filters_and_an_empty_object_is_a_clear_422(api: Api) -> None:
+    _, client = api.account("prefix")
+    first = _launch(client)
+    client.stop(first)
+    everything = _settled(client)
+    assert client.events(0, 1000, object=f"{first[:-1]}*") == [
+        e for e in everything if e["object_id"].startswith(first[:-1])
+    ]
+    response = _get(api, client, "object=*")
+    assert response.status_code == 422
+    assert "names no object" in response.json()["message"]
+    assert "ending in *" in response.json()["hint"]
+
+
 def _until(stream: IO[bytes], object_id: str) -> Iterator[bytes]:
     for line in stream:
         yield line

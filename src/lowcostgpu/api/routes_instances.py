@@ -102,8 +102,11 @@ def timeline(
 ) -> list[EventOut]:
     """The instance's events in order: its timeline (queued, started, preempted, resumed…)."""
     owned_instance(ctx, instance_id, account_id)
-    events = ctx.plane.store.events(after_seq=after, account_id=account_id, limit=100_000)
-    return [EventOut.of(e) for e in events if e.object_id == instance_id]
+    store = ctx.plane.store  # the store filters by object (an index), not the account's whole log
+    events = store.events(
+        after_seq=after, account_id=account_id, object_id=instance_id, limit=100_000
+    )
+    return [EventOut.of(e) for e in events]
 
 
 @router.get("/instances/{instance_id}/logs", response_class=PlainTextResponse, response_model=None)

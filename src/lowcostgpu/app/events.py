@@ -1,31 +1,46 @@
 """Reading an account's events: filtered listings and long-polls that resume from a cursor.
 
 The store numbers events with `seq` as they are committed, so a reader that asks for "after n"
-never misses one and never sees one twice: the cursor is the last seq it received. Filters are
-applied while paging through the account's events in seq order, so a filtered page is still a
-prefix of the unfiltered order (a caller may resume from the last seq it got).
+never misses one and never sees one twice: the cursor is the last seq it received. The filters
+are the store's (`Store.events` applies them in its query, an index serves one object's events),
+so a filtered request costs what it returns, not the account's history; a filtered page is still
+a prefix of the unfiltered order, so a caller may resume from the last seq it got.
+
+Every answer also carries the account's latest seq, read before the events: following from the
+larger of it and the last seq received misses nothing and skips the history a filter rejected.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TypedDict
 
 from lowcostgpu.domain import errors
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.ports.store import EventRecord, Store
 
-PAGE = 1000
 POLL_S = 0.1  # how often a waiting long-poll looks for new events
 MAX_WAIT_S = 60.0
+
+
+class StoreFilters(TypedDict):
+    """The keyword arguments of `Store.events` that a filter sets."""
+
+    object_kind: str | None
+    object_id: str | None
+    object_prefix: str | None
+    reason: str | None
+    since: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class EventFilter:
     """What a caller wants to see; every field that is set must match.
 
-    `object_ref` is an object id (`i-…`) or `kind/id` (`instance/i-…`); `since` is a timestamp
-    (events at or after it).
+    `object_ref` is an object id (`i-…`), `kind/id` (`instance/i-…`), or either ending in `*`
+    for the ids that start with it (`c-…*`: a cluster and its nodes, `c-…-n1`); `since` is a
+    timestamp (events at or after it).
     """
 
     object_ref: str | None = None
@@ -38,36 +53,59 @@ class EventFilter:
                 f"unknown event reason {self.reason!r}",
                 hint="one of: " + ", ".join(sorted(str(r) for r in Reason)),
             )
+        if self.object_ref is not None and not self._object()[1].rstrip("*"):
+            raise errors.InvalidRequest(
+                f"object filter {self.object_ref!r} names no object",
+                hint="give an object id (i-…), kind/id (instance/i-…), or an id prefix ending in *",
+            )
 
-    def matches(self, e: EventRecord) -> bool:
-        if self.reason is not None and str(e.reason) != self.reason:
-            return False
-        if self.since is not None and e.at < self.since:
-            return False
-        if self.object_ref is not None:
-            kind, sep, oid = self.object_ref.rpartition("/")
-            if oid != e.object_id or (sep and kind != e.object_kind):
-                return False
-        return True
+    def _object(self) -> tuple[str | None, str]:
+        kind, sep, oid = (self.object_ref or "").rpartition("/")
+        return (kind if sep else None), oid
+
+    def store_filters(self) -> StoreFilters:
+        """The arguments of `Store.events` that select these events."""
+        kind, oid = self._object() if self.object_ref is not None else (None, None)
+        prefix = oid[:-1] if oid is not None and oid.endswith("*") else None
+        return StoreFilters(
+            object_kind=kind,
+            object_id=None if prefix is not None else oid,
+            object_prefix=prefix,
+            reason=self.reason,
+            since=self.since,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Events in seq order, and the account's latest seq when the read began."""
+
+    events: list[EventRecord]
+    latest_seq: int
 
 
 def find(
-    store: Store, account_id: str, *, after: int = 0, where: EventFilter, limit: int = 200
-) -> list[EventRecord]:
-    """The account's events with seq > `after` that match, in seq order, at most `limit`."""
-    found: list[EventRecord] = []
-    cursor = after
-    while len(found) < limit:
-        page = store.events(after_seq=cursor, account_id=account_id, limit=PAGE)
-        for e in page:
-            if where.matches(e):
-                found.append(e)
-                if len(found) == limit:
-                    break
-        if len(page) < PAGE:
-            break
-        cursor = page[-1].seq or cursor
-    return found
+    store: Store,
+    account_id: str,
+    *,
+    after: int = 0,
+    where: EventFilter,
+    limit: int = 200,
+    before: int | None = None,
+    newest: bool = False,
+) -> Page:
+    """The account's events with `after < seq < before` that match, in seq order, at most
+    `limit`: the first ones, or with `newest` the last ones (a page of recent events)."""
+    latest = store.latest_seq(account_id)  # before the events: nothing newer can be skipped
+    found = store.events(
+        after_seq=after,
+        account_id=account_id,
+        limit=limit,
+        before_seq=before,
+        newest=newest,
+        **where.store_filters(),
+    )
+    return Page(found, latest)
 
 
 def wait_for(
@@ -78,14 +116,29 @@ def wait_for(
     where: EventFilter,
     limit: int,
     wait_s: float,
-) -> list[EventRecord]:
+    before: int | None = None,
+    newest: bool = False,
+) -> Page:
     """Like `find`, but waits up to `wait_s` for a first matching event (a long-poll).
 
-    Returns as soon as one is committed (within `POLL_S`), or an empty list at the deadline.
+    Returns as soon as one is committed (within `POLL_S`), or no events at the deadline (at
+    once when `wait_s` is 0: then it is `find`). Each
+    empty look moves its cursor up to the latest seq it saw, so a filter that matches nothing
+    old costs one read of the account's events at most, not one per look.
     """
     deadline = time.monotonic() + min(wait_s, MAX_WAIT_S)
+    cursor = after
     while True:
-        found = find(store, account_id, after=after, where=where, limit=limit)
-        if found or time.monotonic() >= deadline:
-            return found
+        page = find(
+            store,
+            account_id,
+            after=cursor,
+            where=where,
+            limit=limit,
+            before=before,
+            newest=newest,
+        )
+        if page.events or time.monotonic() >= deadline:
+            return page
+        cursor = max(cursor, page.latest_seq)
         time.sleep(POLL_S)

@@ -208,10 +208,29 @@ class Store(Protocol):
         limit: int = 1000,
         since: Timestamp | None = None,
         until: Timestamp | None = None,
+        object_kind: str | None = None,
+        object_id: str | None = None,
+        object_prefix: str | None = None,
+        reason: str | None = None,
+        before_seq: int | None = None,
+        newest: bool = False,
     ) -> list[EventRecord]:
-        """Events with seq > `after_seq` (of one account, or all), in seq order, at most `limit`;
-        `since`/`until` keep those with `since <= at < until`, so a reader of a time window does
-        not decode the whole log (the SQL store has an index on `at` for it)."""
+        """Events with seq > `after_seq` (of one account, or all), in seq order, at most `limit`.
+
+        Every filter that is set must match, and they are applied by the store, so a filtered
+        read costs what it returns, not the log: `since`/`until` keep `since <= at < until` (the
+        SQL store has an index on `at`); `object_kind`, `object_id` (an index on account, object,
+        seq), `object_prefix` (ids that start with it: a cluster and its nodes `<cluster>-n<k>`)
+        and `reason` are exact; `before_seq` keeps seq < it. The answer is the first `limit`
+        matches in seq order — so a caller resumes from the last seq it got — or, with `newest`,
+        the last `limit` (still in seq order: the tail of the log, for a page of recent events).
+        """
+        ...
+
+    def latest_seq(self, account_id: str | None = None) -> int:
+        """The largest seq (of one account's events, or of all), 0 when there is none.
+
+        Every event up to it is committed, so following from it misses nothing later."""
         ...
 
     def usage(self, *, account_id: str | None = None) -> list[UsageRecord]: ...

@@ -116,7 +116,7 @@ def _assert_schema_is_head(url: str) -> None:
         with engine.connect() as conn:
             diffs = compare_metadata(MigrationContext.configure(conn), metadata)
         assert diffs == []  # the migrations build exactly the tables of schema.py
-        assert current_revision(engine) == head_revision() == "0006"
+        assert current_revision(engine) == head_revision() == "0007"
     finally:
         engine.dispose()
 
@@ -232,6 +232,49 @@ def test_0006_fills_the_balances_from_the_ledger_and_downgrades_cleanly(
                 assert conn.scalar(sa.text("SELECT count(*) FROM ledger")) == 6
             SqlStore.open(url).close()  # up again: filled from the ledger as it is now
             assert _balance_rows(engine) == {"acct-1": "9.99198333333333333334", "acct-2": "-0.50"}
+        finally:
+            engine.dispose()
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_0007_indexes_the_events_by_object_and_downgrades_cleanly(
+    dialect: str, tmp_path: Path
+) -> None:
+    """A database at 0006 with events gets `ix_events_account_object`; the store reads one
+    object's events through it; the downgrade drops the index only, the events stay."""
+    with _empty_database(dialect, tmp_path) as url:
+        engine = sa.create_engine(parse_url(url).url)
+        insert = sa.text(
+            "INSERT INTO events (seq, key, at, account_id, object_kind, object_id, type, reason,"
+            " message, data) VALUES (:seq, :key, 100, 'acct-1', 'instance', :oid, 'Normal',"
+            " 'Queued', '', '{}')"
+        )
+
+        def indexes() -> set[str]:
+            with engine.connect() as conn:
+                return {i["name"] for i in sa.inspect(conn).get_indexes("events")}
+
+        try:
+            with engine.begin() as conn:
+                command.upgrade(alembic_config(conn), "0006")
+                conn.execute(
+                    insert, [{"seq": n, "key": f"e{n}", "oid": f"i-{n % 2}"} for n in (1, 2, 3)]
+                )
+            assert "ix_events_account_object" not in indexes()
+            store = SqlStore.open(url)
+            assert "ix_events_account_object" in indexes()
+            assert [e.key for e in store.events(account_id="acct-1", object_id="i-1")] == [
+                "e1",
+                "e3",
+            ]
+            store.close()
+            with engine.begin() as conn:
+                command.downgrade(alembic_config(conn), "0006")
+            assert current_revision(engine) == "0006"
+            assert "ix_events_account_object" not in indexes()
+            assert {"ix_events_account_seq", "ix_events_at"} <= indexes()
+            with engine.connect() as conn:
+                assert conn.scalar(sa.text("SELECT count(*) FROM events")) == 3
         finally:
             engine.dispose()
 

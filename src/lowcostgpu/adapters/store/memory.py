@@ -177,19 +177,37 @@ class MemoryStore:
         limit: int = 1000,
         since: Timestamp | None = None,
         until: Timestamp | None = None,
+        object_kind: str | None = None,
+        object_id: str | None = None,
+        object_prefix: str | None = None,
+        reason: str | None = None,
+        before_seq: int | None = None,
+        newest: bool = False,
     ) -> list[EventRecord]:
         if limit <= 0:
             return []
+        wanted = {"account_id": account_id, "object_kind": object_kind, "object_id": object_id}
+        wanted = {k: v for k, v in {**wanted, "reason": reason}.items() if v is not None}
         with self._mutex:
             found = [
                 r
                 for r in self._events
                 if r["seq"] > after_seq
-                and account_id in (None, r["account_id"])
+                and (before_seq is None or r["seq"] < before_seq)
+                and all(r[k] == v for k, v in wanted.items())
+                and (object_prefix is None or r["object_id"].startswith(object_prefix))
                 and (since is None or r["at"] >= since)
                 and (until is None or r["at"] < until)
-            ][:limit]
+            ]
+        found = found[-limit:] if newest else found[:limit]
         return [rows.event_record(r) for r in found]
+
+    def latest_seq(self, account_id: str | None = None) -> int:
+        with self._mutex:
+            for r in reversed(self._events):
+                if account_id in (None, r["account_id"]):
+                    return int(r["seq"])
+        return 0
 
     def usage(self, *, account_id: str | None = None) -> list[UsageRecord]:
         with self._mutex:

@@ -12,7 +12,8 @@ never reads the time.
   (a partial index keeps the pending ones cheap to find however long the history grows).
 - events: append-only; `seq` is assigned by the store, strictly increasing in commit order;
   `key` deduplicates an event written twice after a crash. Indexed by (account, seq) for one
-  account's reads and by `at` for time windows (`Store.events(since=, until=)`, migration 0006).
+  account's reads, by `at` for time windows (`Store.events(since=, until=)`, migration 0006), and
+  by (account, object, seq) for one object's (`Store.events(object_id=)`, migration 0007).
 - usage: one row per (subject, kind, interval); inserted once, never updated.
 - metered_through: per (subject, kind), up to when usage is in the table.
 - volumes: per (account, name).
@@ -84,6 +85,7 @@ events = sa.Table(
     sa.Column("data", sa.Text, nullable=False),
     sa.Index("ix_events_account_seq", "account_id", "seq"),
     sa.Index("ix_events_at", "at"),
+    sa.Index("ix_events_account_object", "account_id", "object_id", "seq"),
 )
 
 usage = sa.Table(

@@ -8,15 +8,17 @@ exists (`ON CONFLICT DO NOTHING` on both dialects), so a commit replayed after a
 Ledger entries too, and each account's balance is updated in the same transaction by exactly the
 entries that were inserted (see `ledger_rows`), so reading a balance never scans the ledger.
 
-Event `seq` numbers are assigned as max + 1 while holding a lock that serializes event writers
-(SQLite: the write transaction itself; PostgreSQL: a transaction-level advisory lock), so they
-grow strictly in commit order and a reader paging with `after_seq` never skips a late commit.
+Events are numbered under a lock that serializes event writers (SQLite: the write transaction
+itself; PostgreSQL: a transaction-level advisory lock); `event_rows` numbers and reads them.
+Each kind of record's SQL is in a sibling module (`instance_rows`, `event_rows`, `outbox_rows`,
+`usage_rows`, `ledger_rows`, `cluster_rows`, `webhook_rows`); this class holds the transactions,
+the dialect and the single-writer lock.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -26,7 +28,15 @@ import sqlalchemy as sa
 from alembic.util.exc import CommandError
 from sqlalchemy.dialects import postgresql, sqlite
 
-from lowcostgpu.adapters.store import cluster_rows, ledger_rows, rows
+from lowcostgpu.adapters.store import (
+    cluster_rows,
+    event_rows,
+    instance_rows,
+    ledger_rows,
+    outbox_rows,
+    rows,
+    usage_rows,
+)
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.adapters.store import webhook_rows as webhooks
 from lowcostgpu.adapters.store.engine import (
@@ -41,13 +51,12 @@ from lowcostgpu.adapters.store.locks import AdvisoryLead, FileLead, Lead, adviso
 from lowcostgpu.adapters.store.migrate import upgrade_to_head
 from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.domain.capacity import Timestamp
-from lowcostgpu.domain.errors import NotFound, StaleWrite
+from lowcostgpu.domain.errors import NotFound
 from lowcostgpu.ports.store import (
     AccountRecord,
     ApiKeyRecord,
     Commit,
     EventRecord,
-    InstanceWrite,
     LedgerEntry,
     OutboxEntry,
     StoredCluster,
@@ -61,8 +70,6 @@ from lowcostgpu.ports.webhooks import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-
-_CHUNK = 500  # keys per IN (...) list
 
 
 class SqlStore:
@@ -108,23 +115,16 @@ class SqlStore:
         rows.check_commit(commit)
         with self._write() as conn:
             for w in commit.instances:
-                self._write_instance(conn, w)
-            if commit.outbox:
-                stmt = self._insert(t.outbox).on_conflict_do_nothing(index_elements=["key"])
-                conn.execute(stmt, [rows.outbox_row(e) for e in commit.outbox])
+                instance_rows.write(conn, self._insert, w)
+            outbox_rows.write(conn, self._insert, commit.outbox)
             webhooks.write(conn, self._insert, self._write_versioned, commit.webhooks)
             if commit.events:  # the outbox of their webhooks is written in the same transaction
                 fanned = webhooks.fanned_out(conn, self._insert_events(conn, commit.events))
                 changes = WebhookChanges(deliveries=tuple(fanned))
                 webhooks.write(conn, self._insert, self._write_versioned, changes)
-            if commit.usage:
-                keys = ["subject_id", "kind", "interval_start"]
-                stmt = self._insert(t.usage).on_conflict_do_nothing(index_elements=keys)
-                conn.execute(stmt, [rows.usage_row(u) for u in commit.usage])
-            if commit.metered_through:
-                self._upsert_metered(conn, commit.metered_through)
-            if commit.volumes:
-                self._upsert_volumes(conn, commit.volumes)
+            usage_rows.write(
+                conn, self._insert, commit.usage, commit.metered_through, commit.volumes
+            )
             self._insert_new(conn, t.accounts, "id", [rows.account_row(a) for a in commit.accounts])
             self._insert_new(conn, t.api_keys, "key_hash", map(rows.api_key_row, commit.api_keys))
             ledger_rows.write(conn, self._insert, self._text, commit.ledger)  # and the balances
@@ -167,34 +167,7 @@ class SqlStore:
 
     def mark_done(self, keys: Sequence[str], at: Timestamp) -> None:
         with self._write() as conn:
-            for chunk in _chunks(list(dict.fromkeys(keys))):
-                conn.execute(
-                    sa.update(t.outbox)
-                    .where(t.outbox.c.key.in_(chunk), t.outbox.c.done_at.is_(None))
-                    .values(done_at=at)
-                )
-
-    def _write_instance(self, conn: sa.Connection, w: InstanceWrite) -> None:
-        if w.expected_version is None:
-            stmt = self._insert(t.instances).on_conflict_do_nothing(index_elements=["id"])
-            new = rows.new_instance_row(w)
-            result = conn.execute(stmt, new, execution_options={"preserve_rowcount": True})
-            if result.rowcount != 1:
-                raise StaleWrite(
-                    f"instance {w.state.id} already exists",
-                    hint="someone created it first; re-read it and decide again",
-                )
-            return
-        result = conn.execute(
-            sa.update(t.instances)
-            .where(t.instances.c.id == w.state.id, t.instances.c.version == w.expected_version)
-            .values(**rows.instance_row(w.state), version=w.expected_version + 1)
-        )
-        if result.rowcount != 1:
-            raise StaleWrite(
-                f"instance {w.state.id} is no longer at version {w.expected_version}",
-                hint="someone else wrote it first; re-read it and decide again",
-            )
+            outbox_rows.mark_done(conn, keys, at)
 
     def _insert_events(
         self, conn: sa.Connection, events: Sequence[EventRecord]
@@ -203,36 +176,7 @@ class SqlStore:
             if self._events_key is None:
                 self._events_key = advisory_key("events", conn)
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": self._events_key})
-        seen: set[str] = set()
-        for chunk in _chunks(list({e.key for e in events})):
-            seen.update(conn.scalars(sa.select(t.events.c.key).where(t.events.c.key.in_(chunk))))
-        seq = conn.scalar(sa.select(sa.func.coalesce(sa.func.max(t.events.c.seq), 0))) or 0
-        new: list[tuple[EventRecord, int]] = []
-        for e in events:
-            if e.key not in seen:
-                seen.add(e.key)
-                seq += 1
-                new.append((e, seq))
-        if new:
-            conn.execute(sa.insert(t.events), [rows.event_row(e, n) for e, n in new])
-        return new
-
-    def _upsert_metered(self, conn: sa.Connection, through: Mapping[MeterKey, Timestamp]) -> None:
-        stmt = self._insert(t.metered_through)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["subject_id", "kind"], set_={"through": stmt.excluded.through}
-        )
-        values = [{"subject_id": s, "kind": k, "through": at} for (s, k), at in through.items()]
-        conn.execute(stmt, values)
-
-    def _upsert_volumes(self, conn: sa.Connection, volumes: Sequence[VolumeRecord]) -> None:
-        last = {(v.account_id, v.name): v for v in volumes}  # one statement may not hit a row twice
-        stmt = self._insert(t.volumes)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["account_id", "name"],
-            set_={c: stmt.excluded[c] for c in ("size_gb", "created_at", "deleted_at")},
-        )
-        conn.execute(stmt, [rows.volume_row(v) for v in last.values()])
+        return event_rows.insert(conn, events)
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -255,18 +199,12 @@ class SqlStore:
             return webhooks.attempts(conn, delivery_id)
 
     def instances(self, *, include_deleted: bool = False) -> list[StoredInstance]:
-        q = sa.select(t.instances)
-        if not include_deleted:
-            q = q.where(t.instances.c.status != rows.DELETED)
-        return [
-            rows.stored_instance(r) for r in self._rows(q.order_by(self._text(t.instances.c.id)))
-        ]
+        with translated(self.url), self._engine.connect() as conn:
+            return instance_rows.instances(conn, self._text, include_deleted)
 
     def instance(self, instance_id: str) -> StoredInstance:
-        found = self._rows(sa.select(t.instances).where(t.instances.c.id == instance_id))
-        if not found:
-            raise NotFound(f"no instance {instance_id}", hint="list instances to see their ids")
-        return rows.stored_instance(found[0])
+        with translated(self.url), self._engine.connect() as conn:
+            return instance_rows.instance(conn, instance_id)
 
     def clusters(
         self, *, account_id: str | None = None, include_deleted: bool = False
@@ -297,11 +235,8 @@ class SqlStore:
         return [cluster_rows.stored_node(r) for r in found]
 
     def pending_outbox(self, limit: int = 1000) -> list[OutboxEntry]:
-        if limit <= 0:
-            return []
-        q = sa.select(t.outbox).where(t.outbox.c.done_at.is_(None))
-        q = q.order_by(t.outbox.c.position).limit(limit)
-        return [rows.outbox_entry(r) for r in self._rows(q)]
+        with translated(self.url), self._engine.connect() as conn:
+            return outbox_rows.pending(conn, limit)
 
     def events(
         self,
@@ -311,38 +246,46 @@ class SqlStore:
         limit: int = 1000,
         since: Timestamp | None = None,
         until: Timestamp | None = None,
+        object_kind: str | None = None,
+        object_id: str | None = None,
+        object_prefix: str | None = None,
+        reason: str | None = None,
+        before_seq: int | None = None,
+        newest: bool = False,
     ) -> list[EventRecord]:
         if limit <= 0:
             return []
-        q = sa.select(t.events).where(t.events.c.seq > after_seq)
-        if account_id is not None:
-            q = q.where(t.events.c.account_id == account_id)
-        if since is not None:
-            q = q.where(t.events.c.at >= since)
-        if until is not None:
-            q = q.where(t.events.c.at < until)
-        q = q.order_by(t.events.c.seq).limit(limit)
-        return [rows.event_record(r) for r in self._rows(q)]
+        q = event_rows.select(
+            after_seq=after_seq,
+            account_id=account_id,
+            limit=limit,
+            since=since,
+            until=until,
+            object_kind=object_kind,
+            object_id=object_id,
+            object_prefix=object_prefix,
+            reason=reason,
+            before_seq=before_seq,
+            newest=newest,
+        )
+        with translated(self.url), self._engine.connect() as conn:
+            return event_rows.read(conn, q, newest)
+
+    def latest_seq(self, account_id: str | None = None) -> int:
+        with translated(self.url), self._engine.connect() as conn:
+            return event_rows.latest_seq(conn, account_id)
 
     def usage(self, *, account_id: str | None = None) -> list[UsageRecord]:
-        q = sa.select(t.usage)
-        if account_id is not None:
-            q = q.where(t.usage.c.account_id == account_id)
-        q = q.order_by(
-            t.usage.c.interval_start, self._text(t.usage.c.subject_id), self._text(t.usage.c.kind)
-        )
-        return [rows.usage_record(r) for r in self._rows(q)]
+        with translated(self.url), self._engine.connect() as conn:
+            return usage_rows.usage(conn, self._text, account_id)
 
     def metered_through(self) -> dict[MeterKey, Timestamp]:
-        found = self._rows(sa.select(t.metered_through))
-        return {(r["subject_id"], rows.usage_kind(r["kind"])): r["through"] for r in found}
+        with translated(self.url), self._engine.connect() as conn:
+            return usage_rows.metered_through(conn)
 
     def volumes(self, account_id: str | None = None) -> list[VolumeRecord]:
-        q = sa.select(t.volumes)
-        if account_id is not None:
-            q = q.where(t.volumes.c.account_id == account_id)
-        q = q.order_by(self._text(t.volumes.c.account_id), self._text(t.volumes.c.name))
-        return [rows.volume_record(r) for r in self._rows(q)]
+        with translated(self.url), self._engine.connect() as conn:
+            return usage_rows.volumes(conn, self._text, account_id)
 
     def accounts(self) -> list[AccountRecord]:
         q = sa.select(t.accounts).order_by(self._text(t.accounts.c.id))
@@ -447,8 +390,3 @@ def _remove_sqlite_files(path: Path) -> None:
     """Leave no partial state behind when a fresh database could not be set up."""
     for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         p.unlink(missing_ok=True)
-
-
-def _chunks(items: list[str]) -> Iterator[list[str]]:
-    for i in range(0, len(items), _CHUNK):
-        yield items[i : i + _CHUNK]
