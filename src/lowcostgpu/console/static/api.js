@@ -26,7 +26,7 @@ export class ApiError extends Error {
   }
 }
 
-async function call(method, path, { body, signal, text = false, key = session.key() } = {}) {
+async function call(method, path, { body, signal, text = false, key = session.key(), headers: answer = false } = {}) {
   const headers = { authorization: `Bearer ${key}` };
   if (body !== undefined) headers["content-type"] = "application/json";
   const r = await fetch(path, {
@@ -42,7 +42,8 @@ async function call(method, path, { body, signal, text = false, key = session.ke
     throw new ApiError(r.status, parsed);
   }
   if (text) return raw;
-  return raw ? JSON.parse(raw) : null;
+  const parsed = raw ? JSON.parse(raw) : null;
+  return answer ? { body: parsed, headers: r.headers } : parsed;
 }
 
 export const api = {
@@ -65,16 +66,38 @@ export async function whoIs(key) {
   return { role: "operator", name: "operator", id: null };
 }
 
-// Every event matching `query` (paged by seq), oldest first; the last seq is the follow cursor.
-export async function allEvents(query = "", signal) {
-  const found = [];
-  let after = 0;
-  for (;;) {
-    const page = await api.get(`/v1/events?after=${after}&limit=1000${query}`, { signal });
+// Events are read only as far as a page shows them: the server filters them (an object id, or a
+// prefix ending in * for a cluster and its nodes) and every answer says the account's latest seq
+// (X-Events-Latest-Seq), read before the events, so the follow cursor is the larger of it and the
+// last seq received — never a walk through the whole log.
+async function eventsWithCursor(path, signal) {
+  const { body, headers } = await call("GET", path, { signal, headers: true });
+  const latest = Number(headers.get("X-Events-Latest-Seq") || 0);
+  return { events: body, cursor: Math.max(latest, ...body.map((e) => e.seq)) };
+}
+
+// Where to follow the account's events from (for pages that only redraw on news).
+export async function tailCursor(signal) {
+  return (await eventsWithCursor("/v1/events?newest=true&limit=1", signal)).cursor;
+}
+
+// The newest `limit` events matching `query` before seq `before` (all when null), oldest first.
+export async function recentEvents(query, { limit = 200, before = null, signal } = {}) {
+  const upTo = before === null ? "" : `&before=${before}`;
+  return eventsWithCursor(`/v1/events?newest=true&limit=${limit}${upTo}${query}`, signal);
+}
+
+// Every event matching `query` (a filter: one object's events), oldest first, and the cursor.
+export async function allEvents(query, signal) {
+  const first = await eventsWithCursor(`/v1/events?after=0&limit=1000${query}`, signal);
+  const found = [...first.events];
+  let page = first.events;
+  while (page.length === 1000) {
+    page = await api.get(`/v1/events?after=${page[page.length - 1].seq}&limit=1000${query}`, { signal });
     found.push(...page);
-    if (page.length < 1000) return found;
-    after = page[page.length - 1].seq;
   }
+  const last = found.length ? found[found.length - 1].seq : 0;
+  return { events: found, cursor: Math.max(first.cursor, last) };
 }
 
 // Long-polls /v1/events from `after` until `signal` aborts; calls onEvents with each batch.

@@ -1,7 +1,7 @@
 // Clusters: the list and the create form (validated by the API, its message shown in the page);
 // one cluster: nodes with their compute-class, desired vs allocated preemptible GPUs over time,
 // and the target form.
-import { allEvents, api, ApiError, follow } from "./api.js";
+import { allEvents, api, ApiError, follow, tailCursor } from "./api.js";
 import { badge, card, clear, elapsed, h, link, problem, stat, table, when } from "./dom.js";
 import { lineChart } from "./plot.js";
 
@@ -56,8 +56,7 @@ export async function clustersPage(main, _id, { signal }) {
   const form = await createForm((made) => { location.hash = `#/clusters/${made.id}`; });
   clear(main, h("h1", {}, "Clusters"), card(null, list), card("New cluster", ...form,
     h("p", { class: "muted" }, "Standard nodes are never preempted (at least one, for critical components); the preemptible target is a multiple of the GPUs per node, refilled through the queue as capacity frees.")));
-  const events = await allEvents("", signal);
-  follow(events.length ? events[events.length - 1].seq : 0, "", draw, signal);
+  follow(await tailCursor(signal), "", draw, signal);
 }
 
 // Desired and allocated preemptible GPUs over time: the target from the cluster's
@@ -121,8 +120,9 @@ export async function clusterPage(main, id, { signal }) {
     throw err;
   }
   const mine = (e) => e.object_id === cluster.id || e.object_id.startsWith(`${cluster.id}-n`);
-  const events = (await allEvents("", signal)).filter(mine);
-  const cursor = { seq: events.length ? events[events.length - 1].seq : 0 };
+  const query = `&object=${encodeURIComponent(`${cluster.id}*`)}`; // the cluster and its nodes
+  const read = await allEvents(query, signal);
+  const events = read.events.filter(mine);
   const body = h("div");
   const orders = { nodes: {}, events: {} }; // the tables' sort and page, kept across redraws
   const draw = async () => {
@@ -147,7 +147,7 @@ export async function clusterPage(main, id, { signal }) {
   };
   await draw();
   clear(main, body);
-  follow(cursor.seq, "", async (page) => {
+  follow(read.cursor, query, async (page) => {
     const ours = page.filter(mine);
     events.push(...ours);
     if (ours.length) await draw();

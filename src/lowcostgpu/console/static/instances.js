@@ -1,6 +1,6 @@
 // Instances: the list (state, GPU, price/h, restarts, checkpoint, queue place/ETA) and one
 // instance's page: its timeline live (Preempted, checkpoint steps, resume), its logs and its bill.
-import { allEvents, api, ApiError, follow } from "./api.js";
+import { api, ApiError, follow, tailCursor } from "./api.js";
 import { badge, card, clear, clock, duration, elapsed, h, link, money, problem, stat, table, when } from "./dom.js";
 import { timeline } from "./plot.js";
 
@@ -88,8 +88,7 @@ export async function instancesPage(main, _id, { signal }) {
   const launch = await launchForm(signal);
   clear(main, h("h1", {}, "Instances", h("span", { class: "live" }, "live")), statsBox,
     card(null, tableBox), launch, card("Volumes", volumeBox));
-  const events = await allEvents("", signal);
-  follow(events.length ? events[events.length - 1].seq : 0, "", draw, signal);
+  follow(await tailCursor(signal), "", draw, signal);
 }
 
 function spans(events, end) {
