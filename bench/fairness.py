@@ -65,7 +65,8 @@ def one_seed(
     if isinstance(policy, Clairvoyant):  # reports do not change its choices: no hiding run
         return {**figures, "hiding": None}
     hidden = hiding_jobs(trace, seed, HIDING_SHARE)
-    hiding = hiding_figures(honest, Simulation(trace, config, hidden=hidden).run(), hidden, 0.25)
+    hiding_run = Simulation(trace, config, hidden=hidden).run()
+    hiding = hiding_figures(honest, hiding_run, hidden, HIDING_SHARE)
     return {**figures, "hiding": hiding}
 
 

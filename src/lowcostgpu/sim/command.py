@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -118,12 +119,7 @@ def simulate(
     samples: dict[str, list[Sample]] = {}
     for name in policies:
         policy = sim_policy(name, seed)
-        config_for = SchedulerConfig(
-            min_runtime_s=base.min_runtime_s,
-            head_reservation_after_s=base.head_reservation_after_s,
-            backfill_window=base.backfill_window,
-            policy=policy,
-        )
+        config_for = replace(base, policy=policy)
         tick = (lambda now, n=name: progress(n, now, _span(trace))) if progress else None
         started = time.perf_counter()
         result = Simulation(trace, config_for, on_progress=tick).run()
