@@ -1,21 +1,34 @@
 """Simulator speed: the whole 149-day Alibaba trace, and how the cost grows with the fleet.
 
     .venv/bin/python bench/sim.py [--fleet-scale 1.0] [--factors 1,4,16] [--policy NAME]
+        [--from-day D] [--days N]
+    .venv/bin/python bench/sim.py --backlog 1000,4000,16000
 
 For each replication factor (hosts and jobs copied N times, the same load per GPU) it prints the
-wall time of the simulation, the events handled and events per second. Numbers go to
-docs/performance.md ("Simulator speed"); nothing here is a timed test.
+wall time of the simulation, the events handled and events per second, also per second of the
+process's own CPU time (steadier than wall time when other work shares the cores). Numbers go to
+docs/performance.md ("Simulator speed"); nothing here is a timed test. `--from-day D --days N`
+simulates N days of the trace starting at day D (the Alibaba trace's jobs are almost all in its
+last 35 days), with the submit times shifted so that day D is time 0.
+
+`--backlog N,…` runs a synthetic world instead, to measure the cost per event against the number
+of jobs alive with the fleet held fixed: 128 GPUs, N one-GPU interruptible jobs submitted one a
+second (an hour of work each, a checkpoint every 10 minutes), so that nearly all N wait in the
+queue, and an 8-GPU on-demand job every 10 minutes that reclaims some of them, for 12 hours.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from lowcostgpu.core.policies import policy_by_name
 from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey
 from lowcostgpu.sim.alibaba import read_alibaba
+from lowcostgpu.sim.jobs import Job, Trace, sorted_jobs
 from lowcostgpu.sim.runner import Simulation
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu-v2023"
@@ -28,24 +41,64 @@ def main() -> None:
     parser.add_argument("--factors", default="1,4,16")
     parser.add_argument("--policy", default="least-work-lost")
     parser.add_argument("--days", type=float, default=None)
+    parser.add_argument("--from-day", type=float, default=0.0)
+    parser.add_argument("--backlog", default=None)
     args = parser.parse_args()
-    base = read_alibaba(args.trace, fleet_scale=args.fleet_scale).until(args.days)
     config = SchedulerConfig(policy=policy_by_name(args.policy))
-    print(f"trace {base.name}, fleet scale {args.fleet_scale}, policy {args.policy}")
-    print("factor  hosts   gpus    jobs  events  engine_calls  interruptions  wall_s  events/s")
+    if args.backlog is not None:
+        _header(f"synthetic backlog, policy {args.policy}")
+        for n in (int(k) for k in args.backlog.split(",")):
+            _run(backlog(n), config, n)
+        return
+    trace = read_alibaba(args.trace, fleet_scale=args.fleet_scale)
+    base = from_day(trace, args.from_day).until(args.days)
+    _header(f"trace {base.name}, fleet scale {args.fleet_scale}, policy {args.policy}")
     for factor in (int(f) for f in args.factors.split(",")):
-        trace = base.replicated(factor)
-        started = time.perf_counter()
-        result = Simulation(trace, config).run()
-        wall = time.perf_counter() - started
-        gpus = sum(h.gpu_count for h in trace.hosts)
-        interruptions = sum(len(w.interruptions) for w in result.workloads.values())
-        print(
-            f"{factor:>6} {len(trace.hosts):>6} {gpus:>6} {len(trace.jobs):>7} "
-            f"{result.events:>7} {result.engine_calls:>13} {interruptions:>14} "
-            f"{wall:>7.1f} {result.events / wall:>9.0f}",
-            flush=True,
-        )
+        _run(base.replicated(factor), config, factor)
+
+
+def _header(title: str) -> None:
+    print(title)
+    print(
+        "factor  hosts   gpus    jobs  events  engine_calls  interruptions  wall_s  events/s"
+        "   cpu_s  events/cpu_s"
+    )
+
+
+def _run(trace: Trace, config: SchedulerConfig, factor: int) -> None:
+    started, cpu_started = time.perf_counter(), time.process_time()
+    result = Simulation(trace, config).run()
+    wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    gpus = sum(h.gpu_count for h in trace.hosts)
+    interruptions = sum(len(w.interruptions) for w in result.workloads.values())
+    print(
+        f"{factor:>6} {len(trace.hosts):>6} {gpus:>6} {len(trace.jobs):>7} "
+        f"{result.events:>7} {result.engine_calls:>13} {interruptions:>14} "
+        f"{wall:>7.1f} {result.events / wall:>9.0f} {cpu:>7.1f} {result.events / cpu:>13.0f}",
+        flush=True,
+    )
+
+
+def backlog(n: int) -> Trace:
+    """The synthetic world of `--backlog`: a fixed fleet and `n` jobs alive at once."""
+    pool = PoolKey("eu", "a100-sxm4")
+    hosts = tuple(Host(f"h{i:02d}", pool, 8) for i in range(16))
+    ir = CapacityClass.INTERRUPTIBLE
+    jobs = [Job(f"b{k:06d}", k, 3600, 1, pool, ir, 600, 10) for k in range(n)]
+    od = CapacityClass.ON_DEMAND
+    jobs += [Job(f"od{k:04d}", 600 * (k + 1), 1800, 8, pool, od) for k in range(72)]
+    return Trace(f"backlog-{n}", hosts, sorted_jobs(jobs), 12 * 3600)
+
+
+def from_day(trace: Trace, day: float) -> Trace:
+    """The trace from `day` on, shifted so that `day` is time 0."""
+    start = int(day * 86400)
+    if start <= 0:
+        return trace
+    jobs = tuple(replace(j, submit_s=j.submit_s - start) for j in trace.jobs if j.submit_s >= start)
+    horizon = None if trace.horizon_s is None else max(1, trace.horizon_s - start)
+    return replace(trace, jobs=jobs, horizon_s=horizon)
 
 
 if __name__ == "__main__":

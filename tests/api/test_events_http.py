@@ -103,6 +103,9 @@ def test_filters_by_object_reason_and_time(api: Api) -> None:
     _, client = api.account("filters")
     first, second = _launch(client), _launch(client)
     client.stop(first)
+    deadline = time.monotonic() + 30  # stopped: no event about it comes by itself any more
+    while client.instance(first)["status"] != "stopped" and time.monotonic() < deadline:
+        time.sleep(0.1)
     everything = client.events(0, 1000)
     of_first = client.events(0, 1000, object=first)
     assert of_first and {e["object_id"] for e in of_first} == {first}

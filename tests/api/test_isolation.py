@@ -18,8 +18,11 @@ def test_a_foreign_key_gets_404_on_every_object_and_sees_none_of_them(api: Api) 
     victim_id, victim = api.account("victim")
     _, intruder = api.account("intruder")
     inst = victim.launch(gpu="a100-sxm4", type="interruptible", command=["sleep", "60"])
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30  # a state the loop will not move on from by itself
+    while victim.instance(inst["id"])["status"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
     before = victim.instance(inst["id"])["status"]
+    assert before == "running"
     key = intruder._http.headers["authorization"]
     paths = httpx.get(f"{api.url}/openapi.json").json()["paths"]
     secrets = (inst["id"], victim_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from plane_world import World
 
+from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound, Unavailable
 from lowcostgpu.domain.events import Reason
@@ -25,12 +26,13 @@ def reasons(world: World, instance_id: str) -> list[Reason]:
     return [e.reason for e in world.store.events() if e.object_id == instance_id]
 
 
-def test_launch_is_written_then_started_by_the_loop_with_the_workload_environment() -> None:
+def test_launch_is_written_then_started_right_after_its_commit_with_the_workload_env() -> None:
     w = World()
     inst = w.plane.launch(interruptible(volume="ckpts:50GB"))
     assert inst.state.status is _I.STARTING
-    assert w.runtime.running() == []  # nothing acts before the loop carries out the outbox
-    w.tick()
+    # carried out by the request itself, after its commit: not left for the loop's next tick
+    assert w.runtime.running() == [w.allocation(inst.state.id)]
+    assert w.store.pending_outbox() == []
     start = w.runtime.started(w.allocation(inst.state.id))
     assert start.env["LOWCOSTGPU_INSTANCE_ID"] == inst.state.id
     assert start.env["LOWCOSTGPU_RESTART_COUNT"] == "0"
@@ -96,7 +98,10 @@ def test_sigkill_at_the_deadline_is_carried_out_by_a_loop_that_restarted() -> No
 
 def test_an_effect_pending_after_a_crash_is_carried_out_once() -> None:
     w = World()
+    carry_out = w.plane._carry_out
+    w.plane._carry_out = lambda entries: Outcome()  # the server dies right after the commit
     i = w.plane.launch(interruptible()).state.id
+    w.plane._carry_out = carry_out
     pending = w.store.pending_outbox()
     assert [e.kind for e in pending] == ["StartWorkload"]
     w.wired.runner.run(pending)  # carried out, then the server died before marking it done

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from plane_world import World
 
+from lowcostgpu.adapters.local.placeholder_nodes import PLACEHOLDER_ARGV
 from lowcostgpu.adapters.store.memory import MemoryStore
-from lowcostgpu.app.clusters import PLACEHOLDER_ARGV, ClusterRequest, ClusterView
+from lowcostgpu.app.clusters import ClusterRequest, ClusterView
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.domain.errors import Conflict, InsufficientCapacity, InvalidRequest, NotFound
 from lowcostgpu.domain.events import EventType, Reason
@@ -37,33 +38,32 @@ def node_allocation(w: World, node_id: str) -> str:
     return stored.state.allocation_id
 
 
-def test_a_cluster_is_written_then_its_nodes_come_up_as_placeholder_workloads() -> None:
+def test_a_cluster_is_written_then_its_nodes_come_up_as_placeholder_workloads_at_once() -> None:
     w = World()
-    view = w.plane.create_cluster(cluster(desired=4))
+    view = w.plane.clusters.create_cluster(cluster(desired=4))
     assert view.cluster.desired_preemptible_gpus == 4 and view.allocated_preemptible_gpus == 4
     assert [n.status for n in view.nodes] == [_N.READY, _N.READY]
-    assert w.runtime.running() == []  # nothing acts before the loop carries out the outbox
-    w.tick()
+    # the nodes' placeholders start right after the commit, not at the loop's next tick
     started = [w.runtime.started(node_allocation(w, n.id)) for n in view.nodes]
     assert [s.argv for s in started] == [PLACEHOLDER_ARGV] * 2
     assert [s.env["LOWCOSTGPU_COMPUTE_CLASS"] for s in started] == ["standard", "preemptible"]
     assert w.store.cluster(view.cluster.id).version >= 1
-    assert [c.cluster.id for c in w.plane.list_clusters("acme")] == [view.cluster.id]
-    assert w.plane.list_clusters("someone-else") == []
+    assert [c.cluster.id for c in w.plane.clusters.list_clusters("acme")] == [view.cluster.id]
+    assert w.plane.clusters.list_clusters("someone-else") == []
 
 
 def test_reclaim_drains_the_node_for_real_and_the_cluster_refills() -> None:
     w = World()
-    c = w.plane.create_cluster(cluster(desired=4)).cluster.id
+    c = w.plane.clusters.create_cluster(cluster(desired=4)).cluster.id
     w.tick()
-    (victim,) = preemptible(w.plane.get_cluster(c))
+    (victim,) = preemptible(w.plane.clusters.get_cluster(c))
     placeholder = node_allocation(w, victim)
     od = w.plane.launch(on_demand()).state.id
     w.tick(1)
     assert w.runtime.signals_of(placeholder) == ["SIGTERM"]
     preempted = next(e for e in w.store.events() if e.reason is Reason.PREEMPTED)
     assert (preempted.object_id, preempted.type) == (victim, EventType.WARNING)
-    view = w.plane.get_cluster(c)
+    view = w.plane.clusters.get_cluster(c)
     assert view.allocated_preemptible_gpus == 0 and preemptible(view, _N.CORDONED) == [victim]
     assert Reason.TARGET_UNMET in reasons(w, c)
     w.runtime.finish(placeholder, 143)  # the placeholder leaves on SIGTERM
@@ -75,7 +75,7 @@ def test_reclaim_drains_the_node_for_real_and_the_cluster_refills() -> None:
     w.tick(1)
     w.runtime.finish(w.allocation(od), 0)
     w.tick(1)
-    view = w.plane.get_cluster(c)
+    view = w.plane.clusters.get_cluster(c)
     (replacement,) = preemptible(view)
     assert replacement != victim and view.allocated_preemptible_gpus == 4
     assert reasons(w, c)[-1] is Reason.TARGET_MET
@@ -85,9 +85,9 @@ def test_reclaim_drains_the_node_for_real_and_the_cluster_refills() -> None:
 
 def test_a_node_whose_placeholder_ignores_sigterm_is_killed_by_a_restarted_loop() -> None:
     w = World()
-    c = w.plane.create_cluster(cluster(desired=4, grace=60)).cluster.id
+    c = w.plane.clusters.create_cluster(cluster(desired=4, grace=60)).cluster.id
     w.tick()
-    (victim,) = preemptible(w.plane.get_cluster(c))
+    (victim,) = preemptible(w.plane.clusters.get_cluster(c))
     w.plane.launch(on_demand())
     w.tick(1)
     restarted = World(store=w.store)  # a new server on the same store, same runtime
@@ -112,7 +112,7 @@ def test_a_cluster_that_cannot_get_its_standard_nodes_is_refused_and_writes_noth
     w = World()
     w.plane.launch(on_demand(8))
     with pytest.raises(InsufficientCapacity):
-        w.plane.create_cluster(cluster(desired=0))
+        w.plane.clusters.create_cluster(cluster(desired=0))
     assert w.store.clusters(include_deleted=True) == []
     assert w.store.nodes(include_removed=True) == []
 
@@ -131,22 +131,22 @@ def test_bad_clusters_are_refused_clearly(
 ) -> None:
     w = World()
     with pytest.raises(error, match=fragment):
-        w.plane.create_cluster(request_)
+        w.plane.clusters.create_cluster(request_)
     assert w.store.clusters(include_deleted=True) == []
 
 
 def test_target_updates_scale_and_delete_drains_everything() -> None:
     w = World()
-    c = w.plane.create_cluster(cluster(desired=0, grace=30)).cluster.id
+    c = w.plane.clusters.create_cluster(cluster(desired=0, grace=30)).cluster.id
     w.tick()
-    up = w.plane.update_cluster_target(c, 4, "acme")
+    up = w.plane.clusters.update_cluster_target(c, 4, "acme")
     assert up.allocated_preemptible_gpus == 4
     with pytest.raises(NotFound):
-        w.plane.update_cluster_target(c, 0, "someone-else")
-    deleting = w.plane.delete_cluster(c, "acme")
+        w.plane.clusters.update_cluster_target(c, 0, "someone-else")
+    deleting = w.plane.clusters.delete_cluster(c, "acme")
     assert deleting.cluster.status is ClusterStatus.DELETING
     w.tick(1)
-    for node in w.plane.get_cluster(c).nodes:
+    for node in w.plane.clusters.get_cluster(c).nodes:
         w.runtime.finish(node_allocation(w, node.id), 143)
     w.tick(1)
     assert w.store.cluster(c).state.status is ClusterStatus.DELETED
@@ -155,17 +155,17 @@ def test_target_updates_scale_and_delete_drains_everything() -> None:
 
 def test_converting_a_node_in_place_is_refused_with_what_to_do() -> None:
     w = World()
-    view = w.plane.create_cluster(cluster(desired=4))
+    view = w.plane.clusters.create_cluster(cluster(desired=4))
     standard = next(n for n in view.nodes if not n.preemptible)
     with pytest.raises(Conflict, match="cannot be converted to preemptible in place") as info:
-        w.plane.convert_node(view.cluster.id, standard.id, "preemptible")
+        w.plane.clusters.convert_node(view.cluster.id, standard.id, "preemptible")
     assert "desired_preemptible_gpus" in (info.value.hint or "")
 
 
 def test_nodes_are_billed_from_ready_to_their_notice() -> None:
     w = World(store=MemoryStore())
-    c = w.plane.create_cluster(cluster(desired=4)).cluster.id
-    (node,) = preemptible(w.plane.get_cluster(c))
+    c = w.plane.clusters.create_cluster(cluster(desired=4)).cluster.id
+    (node,) = preemptible(w.plane.clusters.get_cluster(c))
     w.tick(600)
     w.plane.launch(on_demand())  # reclaims it: its GPU billing stops here
     w.tick(600)
@@ -175,12 +175,15 @@ def test_nodes_are_billed_from_ready_to_their_notice() -> None:
 
 def test_an_instance_queued_behind_a_node_ticket_sees_its_true_position() -> None:
     w = World()
-    c = w.plane.create_cluster(cluster(desired=4)).cluster.id
-    w.plane.update_cluster_target(c, 8, "acme")  # the fleet is full: the new node waits
+    c = w.plane.clusters.create_cluster(cluster(desired=4)).cluster.id
+    w.plane.clusters.update_cluster_target(c, 8, "acme")  # the fleet is full: the new node waits
     queued = w.plane.launch(
         LaunchRequest("acme", "a100-sxm4", "interruptible", 4, command=("train",))
     ).state.id
-    assert w.plane.queue_position(queued) == 2
+    from lowcostgpu.app.queries import queue_entry_of
+
+    entry = queue_entry_of(w.plane, queued)
+    assert entry is not None and entry.position == 2
 
 
 def test_the_fleet_view_counts_gpus_that_cluster_nodes_hold() -> None:
@@ -189,6 +192,6 @@ def test_the_fleet_view_counts_gpus_that_cluster_nodes_hold() -> None:
     from lowcostgpu.app.queries import pools
 
     w = World()  # one host of 8 GPUs
-    w.plane.create_cluster(cluster(desired=4))  # a 4-GPU standard node and a 4-GPU preemptible one
+    w.plane.clusters.create_cluster(cluster(desired=4))  # a 4-GPU standard and a preemptible node
     (pool,) = pools(w.plane)
     assert (pool.gpus, pool.on_demand_gpus, pool.interruptible_gpus, pool.free_gpus) == (8, 4, 4, 0)

@@ -64,6 +64,7 @@ def test_t0_notice_interrupts_warns_and_sends_sigterm_with_the_deadline() -> Non
         "reason": "least work lost",
         "last_checkpoint_step": 4200,
         "restart_count": 0,
+        "gpu_type": _running_with_checkpoint().pool.gpu_type,
     }
     assert "od-9" in preempted.message and "least work lost" in preempted.message
     assert sigterm == SignalWorkload("inst-1", "alloc-1", "SIGTERM")

@@ -96,7 +96,7 @@ def test_a_cluster_whose_standard_nodes_cannot_be_placed_is_refused_and_changes_
     state = fleet(4)
     with pytest.raises(InsufficientCapacity, match="no capacity for 4"):
         create(state, desired=0, standard=2)
-    assert state.clusters == {} and state.nodes == {}
+    assert dict(state.clusters) == {} and dict(state.nodes) == {}
 
 
 @pytest.mark.parametrize(
@@ -225,8 +225,8 @@ def test_delete_drains_every_node_then_the_cluster_is_gone() -> None:
     done = engine.tick(step.state, T0 + 40, CONFIG)
     assert done.state.clusters["c1"].status is ClusterStatus.DELETED
     assert Reason.DELETED in reasons(done, "c1")
-    assert engine.forget_history(done.state).clusters == {}
-    assert rebuilt(done.state).clusters == {}
+    assert dict(engine.forget_history(done.state).clusters) == {}
+    assert dict(rebuilt(done.state).clusters) == {}
     assert all(hs.free == 8 for hs in done.state.fleet.hosts.values())
 
 

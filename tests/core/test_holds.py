@@ -55,7 +55,7 @@ def test_gpus_freed_during_a_hold_wait_for_the_refused_customer(
     if not queue_starts:
         retry = engine.launch(step.state, LaunchSpec("od-b", POOL, 4, ODC), freed_at, CONFIG)
         assert started(retry) == ["od-b"]  # at once: no victim to drain
-        assert retry.state.holds == {}  # placed: the hold is over
+        assert dict(retry.state.holds) == {}  # placed: the hold is over
         assert retry.state.instance("q").status is InstanceStatus.QUEUED
 
 
@@ -78,13 +78,13 @@ def test_the_queue_gets_the_gpus_at_the_tick_that_ends_the_hold() -> None:
     assert started(step) == []
     step = engine.tick(step.state, 100 + HOLD_S, CONFIG)
     assert started(step) == ["q"]
-    assert step.state.holds == {}
+    assert dict(step.state.holds) == {}
 
 
 def test_holds_disabled_give_freed_gpus_to_the_queue_at_once() -> None:
     config = SchedulerConfig(min_runtime_s=60, on_demand_hold_s=0)
     step = refused_world(config=config)
-    assert step.state.holds == {}
+    assert dict(step.state.holds) == {}
     step = engine.report(step.state, "od-a", WorkloadExited(0), 200, config)
     assert started(step) == ["q"]
 

@@ -58,7 +58,8 @@ class Server:
         self.account_id = ""
         self.headers: dict[str, str] = {}
 
-    def start(self) -> None:
+    def start(self, *, lead: bool = True) -> None:
+        """Start `serve` and wait until it answers and (with `lead`) runs the loop."""
         self.starts += 1
         log = (self.tmp / f"server-{self.starts}.log").open("wb")
         argv = [sys.executable, "-m", "lowcostgpu", "serve", "--data-dir", str(self.data)]
@@ -73,7 +74,7 @@ class Server:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).json()["leading"]:
+                if httpx.get(f"{self.url}/healthz", timeout=1).json()["leading"] or not lead:
                     return
             except (httpx.HTTPError, ValueError):
                 pass

@@ -129,28 +129,30 @@ def create_cluster(body: ClusterIn, ctx: Ctx, account_id: AccountId) -> ClusterO
         region=body.region,
         grace_period_s=body.grace_period_s,
     )
-    return ClusterOut.of(ctx.plane.create_cluster(request))
+    return ClusterOut.of(ctx.plane.clusters.create_cluster(request))
 
 
 @router.get("")
 def list_clusters(ctx: Ctx, account_id: AccountId) -> list[ClusterOut]:
-    return [ClusterOut.of(v) for v in ctx.plane.list_clusters(account_id)]
+    return [ClusterOut.of(v) for v in ctx.plane.clusters.list_clusters(account_id)]
 
 
 @router.get("/{cluster_id}")
 def get_cluster(cluster_id: str, ctx: Ctx, account_id: AccountId) -> ClusterOut:
-    return ClusterOut.of(ctx.plane.get_cluster(cluster_id, account_id))
+    return ClusterOut.of(ctx.plane.clusters.get_cluster(cluster_id, account_id))
 
 
 @router.patch("/{cluster_id}")
 def update_target(cluster_id: str, body: TargetIn, ctx: Ctx, account_id: AccountId) -> ClusterOut:
-    view = ctx.plane.update_cluster_target(cluster_id, body.desired_preemptible_gpus, account_id)
+    view = ctx.plane.clusters.update_cluster_target(
+        cluster_id, body.desired_preemptible_gpus, account_id
+    )
     return ClusterOut.of(view)
 
 
 @router.delete("/{cluster_id}")
 def delete_cluster(cluster_id: str, ctx: Ctx, account_id: AccountId) -> ClusterOut:
-    return ClusterOut.of(ctx.plane.delete_cluster(cluster_id, account_id))
+    return ClusterOut.of(ctx.plane.clusters.delete_cluster(cluster_id, account_id))
 
 
 @router.post(
@@ -160,4 +162,4 @@ def delete_cluster(cluster_id: str, ctx: Ctx, account_id: AccountId) -> ClusterO
 def convert_node(
     cluster_id: str, node_id: str, body: ConvertIn, ctx: Ctx, account_id: AccountId
 ) -> None:
-    ctx.plane.convert_node(cluster_id, node_id, body.compute_class, account_id)
+    ctx.plane.clusters.convert_node(cluster_id, node_id, body.compute_class, account_id)

@@ -1,8 +1,11 @@
-"""`/metrics` for Prometheus: fleet gauges read from the store at scrape time, request counters.
+"""`/metrics` for Prometheus: fleet gauges read at scrape time, request counters.
 
 A registry per app (not the process-wide default), so two apps in one process (tests) never
-collide. The gauges are computed when scraped: nothing is kept in memory that could drift from
-the store.
+collide. The gauges are computed when scraped, from the engine state of the last decision
+(`ControlPlane.snapshot()`: no lock, no store read) and, for interruptions, one indexed read of
+the window's `Preempted` events (`queries.interruption_statistics`): a scrape costs
+O(hosts + allocations + live instances + Preempted events in the window), never a scan of all
+instances or of the event log, however long the history.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from collections import Counter as Tally
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from lowcostgpu.api.context import ApiContext
@@ -40,15 +43,20 @@ class FleetCollector(Collector):
             queue.add_metric([p.region, p.gpu_type], p.queue_depth)
         yield gpus
         yield queue
-        statuses = Tally(str(s.state.status) for s in self.ctx.plane.store.instances())
+        statuses = Tally(str(i.status) for i in self.ctx.plane.snapshot().instances.values())
         instances = GaugeMetricFamily(
-            "lowcostgpu_instances", "Instances by status", labels=["status"]
+            "lowcostgpu_instances",
+            "Live instances by status (queued to interrupted; finished ones are not counted)",
+            labels=["status"],
         )
         for status, n in sorted(statuses.items()):
             instances.add_metric([status], n)
         yield instances
-        interruptions = CounterMetricFamily(
-            "lowcostgpu_interruptions", "Interruptions per GPU type", labels=["gpu_type"]
+        interruptions = GaugeMetricFamily(
+            "lowcostgpu_interruptions",
+            f"Interruptions per GPU type in the last {queries.STATS_WINDOW_S // 86400} days "
+            "(a sliding window: it can fall)",
+            labels=["gpu_type"],
         )
         for row in queries.interruption_statistics(self.ctx.plane):
             interruptions.add_metric([row["gpu_type"]], row["interruptions"])

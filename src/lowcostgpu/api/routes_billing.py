@@ -42,7 +42,8 @@ def prices(ctx: Ctx, _: AccountId) -> PricesOut:
 
 @router.get("/fleet", tags=["fleet"])
 def fleet(ctx: Ctx, _: AccountId) -> dict[str, Any]:
-    """Pools with free GPUs and queue depth; interruptions per GPU type. Aggregates only."""
+    """Pools with free GPUs and queue depth (the live state); interruptions per GPU type over
+    the last `queries.STATS_WINDOW_S` (the window's Preempted events). Aggregates only."""
     return {
         "pools": [asdict(p) for p in queries.pools(ctx.plane)],
         "interruptions": queries.interruption_statistics(ctx.plane),

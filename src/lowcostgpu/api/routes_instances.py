@@ -1,12 +1,18 @@
-"""Instances: launch, list, get, logs (follow), stop, resume, delete, usage, timeline."""
+"""Instances: launch, list, get, logs (follow), stop, resume, delete, usage, timeline.
+
+The list is paged, newest first, by a cursor (the position after a page's last instance, opaque
+to clients: urlsafe base64 of `created_at:id`), so it reads only the caller's rows, a page at a
+time, through the store's index, however long the history of every account grows.
+"""
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from lowcostgpu.api.context import AccountId, ApiContext, Ctx, owned_instance
@@ -14,6 +20,7 @@ from lowcostgpu.api.models import EventOut, InstanceIn, InstanceOut, UsageOut
 from lowcostgpu.app import queries
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.core.lifecycle import InstanceState
+from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.store import StoredInstance
 
@@ -21,12 +28,14 @@ router = APIRouter(prefix="/v1", tags=["instances"])
 FOLLOW_POLL_S = 0.5
 FINAL = frozenset({InstanceStatus.SUCCEEDED, InstanceStatus.FAILED, InstanceStatus.STOPPED})
 LOG_LIMIT = 2**24
+PAGE, MAX_PAGE = 50, 500  # instances per page of GET /v1/instances: the default, the most
+NEXT_CURSOR = "X-Next-Cursor"
 
 
 def _out(ctx: ApiContext, stored: StoredInstance) -> InstanceOut:
     queue = None
     if stored.state.status is InstanceStatus.QUEUED:
-        queue = queries.queue_entries(ctx.plane).get(stored.state.id)
+        queue = queries.queue_entry_of(ctx.plane, stored.state.id)
     return InstanceOut.of(ctx.plane, stored, queue)
 
 
@@ -53,14 +62,72 @@ def launch(ctx: Ctx, account_id: AccountId, body: InstanceIn) -> InstanceOut:
 
 @router.get("/instances")
 def list_instances(
-    ctx: Ctx, account_id: AccountId, all: Annotated[bool, Query(description="deleted too")] = False
+    ctx: Ctx,
+    account_id: AccountId,
+    request: Request,
+    response: Response,
+    all: Annotated[bool, Query(description="deleted too")] = False,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="instances per page")] = PAGE,
+    cursor: Annotated[str | None, Query(description="the previous page's X-Next-Cursor")] = None,
+    status: Annotated[
+        list[str] | None, Query(description="only these statuses (repeatable, or a,b)")
+    ] = None,
 ) -> list[InstanceOut]:
-    queue = queries.queue_entries(ctx.plane)
-    return [
-        InstanceOut.of(ctx.plane, s, queue.get(s.state.id))
-        for s in ctx.plane.store.instances(include_deleted=all)
-        if s.launch.account_id == account_id
-    ]
+    """The caller's instances, newest first, a page at a time: `X-Next-Cursor` (and a `Link`
+    `rel="next"`) say how to get the next page, and are absent on the last one. Only the
+    caller's rows are read (`Store.instances_page`, an index): a page costs O(limit)."""
+    statuses = _statuses(status)
+    found = ctx.plane.store.instances_page(
+        account_id,
+        limit=limit + 1,  # one more than shown: whether a next page exists, without asking again
+        before=_decode_cursor(cursor),
+        statuses=statuses,
+        include_deleted=all,
+    )
+    page = found[:limit]
+    if len(found) > limit:
+        after = _encode_cursor(page[-1])
+        response.headers[NEXT_CURSOR] = after
+        response.headers["Link"] = f'<{request.url.include_query_params(cursor=after)}>; rel="next"'
+    queue = queries.queue_entries(ctx.plane, (s.state.id for s in page))
+    return [InstanceOut.of(ctx.plane, s, queue.get(s.state.id)) for s in page]
+
+
+def _encode_cursor(last: StoredInstance) -> str:
+    """Opaque to clients: the (created_at, id) of a page's last instance, as urlsafe base64."""
+    text = f"{last.launch.created_at}:{last.state.id}"
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str | None) -> tuple[int, str] | None:
+    if cursor is None:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        at, sep, instance_id = text.partition(":")
+        if not sep or not instance_id or not at.isdigit():
+            raise ValueError(text)
+        return int(at), instance_id
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise InvalidRequest(
+            f"cursor {cursor[:80]!r} is not a cursor of GET /v1/instances",
+            hint="pass the X-Next-Cursor header of the previous page as it came, or none",
+        ) from None
+
+
+def _statuses(values: list[str] | None) -> frozenset[InstanceStatus] | None:
+    """`?status=a&status=b` or `?status=a,b`; None: no filter."""
+    if not values:
+        return None
+    names = {n.strip() for v in values for n in v.split(",") if n.strip()}
+    valid = {s.value for s in InstanceStatus}
+    unknown = sorted(names - valid)
+    if unknown:
+        raise InvalidRequest(
+            f"unknown status {', '.join(unknown)}",
+            hint=f"valid statuses: {', '.join(s.value for s in InstanceStatus)}",
+        )
+    return frozenset(InstanceStatus(n) for n in names) or None
 
 
 @router.get("/instances/{instance_id}")

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 
 from lowcostgpu.api.context import Ctx, InstanceToken
 from lowcostgpu.api.models import CheckpointIn, CompleteIn
+from lowcostgpu.app import queries
 
 router = APIRouter(prefix="/v1/metadata", tags=["metadata"])
 
@@ -36,4 +37,6 @@ def complete(ctx: Ctx, body: CompleteIn, instance_id: InstanceToken) -> Response
 
 @router.get("/fleet")
 def fleet(ctx: Ctx, instance_id: InstanceToken) -> dict[str, Any]:
-    return ctx.plane.interruption_statistics(instance_id)
+    """How often this workload's GPU type is interrupted (`queries.interruption_statistics`):
+    for an adaptive checkpoint interval."""
+    return queries.instance_interruption_statistics(ctx.plane, instance_id)

@@ -1,56 +1,41 @@
-"""Clusters in the control plane: requests, their records in each decision, node effects.
+"""Clusters in the control plane: the cluster requests (`ClusterService`) and their views.
 
-A cluster request is a decision like a launch (`ControlPlane._decide`): the engine decides on the
-state rebuilt from the store (instances, clusters, nodes), the changed clusters and nodes are
-written with their expected versions in the same commit as the instances, the outbox and the
-events. Ticks reconcile clusters (the engine does it at the end of every input).
+A cluster request is a decision like a launch: `ClusterService` is given the plane's `decide`
+(`ControlPlane._decide`), so the engine decides on the live state in memory (`app.live`:
+instances, clusters, nodes), the changed clusters and nodes are written with their expected
+versions in the same commit as the instances, the outbox and the events. Ticks reconcile clusters
+(the engine does it at the end of every input). The node effects are carried out by a node
+provider (`ports.nodes`; on the local runtime `adapters.local.PlaceholderNodes`).
 
-Nodes on the local runtime: until the Kubernetes node provider exists, a node is represented by a
-placeholder workload on its allocation (`PLACEHOLDER_ARGV`, a `sleep` that SIGTERM ends), so the
-drain is real: SIGTERM at T+0, the node removed when the placeholder exits, SIGKILL at the
-deadline. `CordonNode` and `RemoveNode` are recorded (done in the outbox) for that provider.
+This module does not import `app.plane` (an import-linter contract): the plane builds the
+service and hands it what it needs.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, NoReturn
+from dataclasses import dataclass
+from typing import NoReturn
 
 from lowcostgpu.app.decisions import Decision
 from lowcostgpu.core import cluster_engine
 from lowcostgpu.core.clusters import ClusterSpec, ClusterState
-from lowcostgpu.core.effects import Effect
 from lowcostgpu.core.engine import EngineState, EngineStep
-from lowcostgpu.core.metering import UsageSpan, node_gpu_span
 from lowcostgpu.core.nodes import (
     NodeState,
     allocated_preemptible_gpus,
     convert_node_class,
     pending_preemptible_gpus,
 )
+from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import NotFound
 from lowcostgpu.ports.clock import IdSource
-from lowcostgpu.ports.runtime import Runtime, WorkloadReport, WorkloadStart
-from lowcostgpu.ports.store import (
-    ClusterWrite,
-    Commit,
-    NodeWrite,
-    OutboxEntry,
-    Store,
-    StoredCluster,
-    StoredNode,
-)
+from lowcostgpu.ports.store import Store
 
-if TYPE_CHECKING:
-    from lowcostgpu.app.plane import PlaneConfig
-
-log = logging.getLogger(__name__)
-PLACEHOLDER_ARGV = ("sleep", "infinity")
-NODE_EFFECTS = frozenset({"AddNode", "CordonNode", "RemoveNode"})
+Decide = Callable[[Callable[[EngineState, Timestamp], Decision]], EngineStep]
+"""The plane's way to decide: on its live state, written, kept, the effects carried out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,120 +67,29 @@ class ClusterView:
         return pending_preemptible_gpus(self.nodes)
 
 
-# --- the records of one decision -----------------------------------------------------------------
+class ClusterService:
+    """The cluster requests (`plane.clusters`). `account_id` None: any account (the operator's
+    view); a cluster of another account is NotFound, as if it did not exist.
 
+    `scheduler`: the scheduler's config now (the plane's config changes at run time); `decide`:
+    the plane's decision (`ControlPlane._decide`)."""
 
-@dataclass(frozen=True, slots=True)
-class ClusterRecords:
-    """The live clusters and nodes as loaded for a decision, with their versions."""
-
-    clusters: dict[str, StoredCluster]
-    nodes: dict[str, StoredNode]
-
-    @classmethod
-    def load(cls, store: Store) -> ClusterRecords:
-        return cls(
-            {c.state.id: c for c in store.clusters()}, {n.state.id: n for n in store.nodes()}
-        )
-
-    def cluster_states(self) -> list[ClusterState]:
-        return [c.state for c in self.clusters.values()]
-
-    def node_states(self) -> list[NodeState]:
-        return [n.state for n in self.nodes.values()]
-
-    def written(self, commit: Commit, state: EngineState) -> Commit:
-        """`commit` plus the clusters and nodes the decision created or changed."""
-        clusters = [
-            ClusterWrite(c, _version(self.clusters.get(c.id)))
-            for c in state.clusters.values()
-            if c.id not in self.clusters or self.clusters[c.id].state != c
-        ]
-        nodes = [
-            NodeWrite(n, _version(self.nodes.get(n.id)))
-            for n in state.nodes.values()
-            if n.id not in self.nodes or self.nodes[n.id].state != n
-        ]
-        return replace(commit, clusters=clusters, nodes=nodes)
-
-
-def _version(stored: StoredCluster | StoredNode | None) -> int | None:
-    return None if stored is None else stored.version
-
-
-def absorb_node_reports(
-    state: EngineState, reports: Sequence[WorkloadReport], now: Timestamp, config: PlaneConfig
-) -> tuple[EngineState, list[Effect]]:
-    """A node's placeholder that exited means its pods are gone: the drain can end."""
-    by_allocation = {n.allocation_id: n.id for n in state.nodes.values() if n.allocation_id}
-    effects: list[Effect] = []
-    for report in sorted(reports, key=lambda r: r.allocation_id):
-        node_id = by_allocation.get(report.allocation_id)
-        if node_id is None or report.phase not in ("exited", "start_failed"):
-            continue
-        step = cluster_engine.node_exited(state, node_id, now, config.scheduler)
-        state, effects = step.state, [*effects, *step.effects]
-    return state, effects
-
-
-def node_allocations(state: EngineState) -> set[str]:
-    return {n.allocation_id for n in state.nodes.values() if n.allocation_id}
-
-
-def node_spans(store: Store, state: EngineState) -> list[UsageSpan]:
-    """GPU usage of every node, removed ones too (their last interval may still be open)."""
-    latest = {n.state.id: n.state for n in store.nodes(include_removed=True)}
-    latest.update(state.nodes)
-    return [span for n in latest.values() if (span := node_gpu_span(n)) is not None]
-
-
-# --- the node effects on the local runtime -------------------------------------------------------
-
-
-class PlaceholderNodes:
-    """Carries out node effects by a placeholder workload per node (see the module docstring)."""
-
-    def __init__(self, argv: Sequence[str] = PLACEHOLDER_ARGV) -> None:
-        self.argv = tuple(argv)
-
-    def carry_out(self, entry: OutboxEntry, runtime: Runtime) -> None:
-        p = entry.payload
-        if entry.kind != "AddNode":
-            log.info("%s %s recorded (no node provider on this runtime)", entry.kind, p)
-            return
-        node_id = str(p["node_id"])
-        runtime.start(
-            WorkloadStart(
-                instance_id=node_id,
-                allocation_id=str(p["allocation_id"]),
-                host_id=str(p["host_id"]),
-                gpu_indices=tuple(int(i) for i in p["gpu_indices"]),
-                restart_count=0,
-                argv=self.argv,
-                env={
-                    "LOWCOSTGPU_NODE_ID": node_id,
-                    "LOWCOSTGPU_CLUSTER_ID": str(p["cluster_id"]),
-                    "LOWCOSTGPU_COMPUTE_CLASS": str(p["compute_class"]),
-                },
-            )
-        )
-
-
-# --- the requests (a mixin of ControlPlane) -------------------------------------------------------
-
-
-class ClusterRequests:
-    """`ControlPlane`'s cluster methods. `account_id` None: any account (the operator's view);
-    a cluster of another account is NotFound, as if it did not exist."""
-
-    store: Store
-    ids: IdSource
-    hosts: list[Host]
-    catalog: Catalog
-    config: PlaneConfig
-
-    def _decide(self, decide: Callable[[EngineState, Timestamp], Decision]) -> EngineStep:
-        raise NotImplementedError  # pragma: no cover (ControlPlane's)
+    def __init__(
+        self,
+        *,
+        store: Store,
+        ids: IdSource,
+        hosts: Sequence[Host],
+        catalog: Catalog,
+        scheduler: Callable[[], SchedulerConfig],
+        decide: Decide,
+    ) -> None:
+        self.store = store
+        self.ids = ids
+        self.hosts = hosts
+        self.catalog = catalog
+        self._scheduler = scheduler
+        self._decide = decide
 
     def create_cluster(self, request: ClusterRequest) -> ClusterView:
         cluster_id = self.ids.new_id("c")
@@ -209,7 +103,7 @@ class ClusterRequests:
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             step = cluster_engine.create_cluster(
-                state, cluster_id, spec, now, self.config.scheduler, account_id=request.account_id
+                state, cluster_id, spec, now, self._scheduler(), account_id=request.account_id
             )
             return Decision(step)
 
@@ -224,7 +118,7 @@ class ClusterRequests:
         def decide(state: EngineState, now: Timestamp) -> Decision:
             return Decision(
                 cluster_engine.update_cluster_target(
-                    state, cluster_id, desired_preemptible_gpus, now, self.config.scheduler
+                    state, cluster_id, desired_preemptible_gpus, now, self._scheduler()
                 )
             )
 
@@ -236,7 +130,7 @@ class ClusterRequests:
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             return Decision(
-                cluster_engine.delete_cluster(state, cluster_id, now, self.config.scheduler)
+                cluster_engine.delete_cluster(state, cluster_id, now, self._scheduler())
             )
 
         self._decide(decide)

@@ -1,6 +1,6 @@
 """A decision, and the one store commit it becomes.
 
-`ControlPlane._decide` runs a decision on the state rebuilt from the store and writes what it
+`ControlPlane._decide` runs a decision on the live state (`app.live`) and writes what it
 produced in one transaction: the changed instances with their expected versions, the effects as
 outbox entries (carried out only after the commit) and the events. Turning a decision into that
 commit is kept here, apart from the plane, because it is pure translation (no store, no clock),
@@ -10,11 +10,13 @@ plane that inherits them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lowcostgpu.core.effects import Effect, EmitEvent
 from lowcostgpu.core.engine import EngineStep
+from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.events import Reason, event_type_of
 from lowcostgpu.ports.store import (
@@ -23,7 +25,6 @@ from lowcostgpu.ports.store import (
     InstanceWrite,
     LaunchRecord,
     OutboxEntry,
-    StoredInstance,
 )
 
 
@@ -34,17 +35,29 @@ class Decision:
     step: EngineStep
     launches: dict[str, LaunchRecord] = field(default_factory=dict)
     extra: Commit = field(default_factory=Commit)
+    metered: bool = False  # `extra` carries a metering pass (`app.meter`)
 
 
-def commit_of(decision: Decision, stored: dict[str, StoredInstance], now: Timestamp) -> Commit:
-    """Instances that changed (a new one with its launch record), effects, events and extras."""
+def commit_of(
+    decision: Decision,
+    before: Mapping[str, InstanceState],
+    versions: Mapping[str, int],
+    now: Timestamp,
+) -> Commit:
+    """Instances the step touched that changed (a new one with its launch record, the others at
+    the version they were read at), effects, events and extras. Cost: O(what the step touched).
+    """
     writes: list[InstanceWrite] = []
-    for inst in decision.step.state.instances.values():
-        old = stored.get(inst.id)
+    after = decision.step.state.instances
+    for instance_id in sorted(decision.step.touched.instances):
+        inst = after.get(instance_id)
+        old = before.get(instance_id)
+        if inst is None or old is inst:
+            continue
         if old is None:
             writes.append(InstanceWrite(inst, None, decision.launches[inst.id]))
-        elif old.state != inst:
-            writes.append(InstanceWrite(inst, old.version))
+        elif old != inst:
+            writes.append(InstanceWrite(inst, versions[instance_id]))
     events = [_event_record(e) for e in decision.step.effects if isinstance(e, EmitEvent)]
     events += decision.extra.events
     outbox = [

@@ -6,8 +6,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lowcostgpu.app.clusters import NODE_EFFECTS, PlaceholderNodes
 from lowcostgpu.app.tokens import Tokens
+from lowcostgpu.core.effects import NODE_EFFECT_KINDS
 from lowcostgpu.domain.errors import LowcostgpuError, Unavailable
 from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.runtime import Runtime, Volumes, WorkloadStart
@@ -17,7 +17,8 @@ log = logging.getLogger(__name__)
 
 # Effects with nothing to do here: the store already holds their outcome (ReleaseAllocation:
 # the GPUs are free in the instance's state; exited workloads are forgotten by the loop).
-# Node effects (AddNode, CordonNode, RemoveNode) go to `nodes` (`app.clusters`).
+# Node effects (`core.effects.NodeEffect`) go to the node provider (`nodes`, injected: the local
+# runtime's `adapters.local.PlaceholderNodes`, or Kubernetes' `KubernetesNodes`).
 NOTHING_TO_DO = frozenset({"ReleaseAllocation", "EmitEvent"})
 
 
@@ -36,14 +37,14 @@ class EffectRunner:
         volumes: Volumes,
         tokens: Tokens,
         metadata_url: str,
-        nodes: NodeProvider | None = None,
+        nodes: NodeProvider,
     ) -> None:
         self.store = store
         self.runtime = runtime
         self.volumes = volumes
         self.tokens = tokens
         self.metadata_url = metadata_url
-        self.nodes: NodeProvider = nodes or PlaceholderNodes()
+        self.nodes = nodes
 
     def run(self, entries: Sequence[OutboxEntry]) -> Outcome:
         outcome = Outcome()
@@ -68,7 +69,7 @@ class EffectRunner:
                 self.runtime.signal(str(p["allocation_id"]), "SIGTERM")
             case "KillWorkload":
                 self.runtime.kill(str(p["allocation_id"]))
-            case kind if kind in NODE_EFFECTS:
+            case kind if kind in NODE_EFFECT_KINDS:
                 self.nodes.carry_out(entry, self.runtime)
             case kind if kind in NOTHING_TO_DO:
                 pass

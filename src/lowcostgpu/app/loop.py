@@ -2,7 +2,9 @@
 
 Only the holder of the store's lead lock acts (ticks and carries out effects); another server on
 the same store keeps trying to take the lead, and serves reads meanwhile. Deadlines live in the
-store, so a loop that takes over after a crash finds them at its first tick.
+store, so a loop that takes over after a crash finds them when it loads the live state. A tick
+that has nothing to do writes nothing and does not wake the loop again: an idle server sleeps
+until the next deadline, a request, or the poll interval.
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ class ReconcileLoop:
     def run(self) -> None:
         while not self.stopping.is_set():
             if not self.plane.store.try_lead(self.owner):
+                if self.leading:
+                    log.warning("this server lost the lead: it serves reads until it leads again")
                 self.leading, self.plane.standby = False, True
+                self.plane.reload()  # what it kept in memory may be stale by the time it leads
                 self.stopping.wait(STANDBY_RETRY_S)
                 continue
             if not self.leading:
                 log.info("this server leads: it ticks and carries out effects")
+                self.plane.reload()  # the live state is loaded as the last leader left it
             self.leading, self.plane.standby = True, False
             self.plane.wake.wait(self._sleep_s(self._tick()))
             self.plane.wake.clear()

@@ -5,6 +5,11 @@ Usage records (closed metering intervals) are spread over the buckets they overl
 to the overlap, so a bucket's GPU-seconds are what was metered in it; reclaims are `Preempted`
 events (instances and cluster nodes); revenue is the rated usage (the amount each record was
 charged), exact, rounded to 1/10000 $ per bucket for display.
+
+What it costs: the nodes and instance counts read the engine state of the last decision
+(`ControlPlane.snapshot()`, live objects only, no store read); reclaims read the window's events
+(`fleet_history.window_events`). The usage figures (`series`, `revenue_total`) still read every
+usage record ever (`Store.usage()` has no time window): O(usage history) per call.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from lowcostgpu.core.rating import exact_amount
 from lowcostgpu.domain.capacity import CapacityClass, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import Reason
+from lowcostgpu.domain.status import NodeStatus
 
 MAX_BUCKETS = 1000
 MIN_BUCKET_S = 60
@@ -70,7 +76,8 @@ def fleet_gpus(plane: ControlPlane) -> int:
 
 
 def series(plane: ControlPlane, window: Window) -> list[Bucket]:
-    """The fleet's buckets in `window`: metered usage, revenue and reclaims in each."""
+    """The fleet's buckets in `window`: metered usage, revenue and reclaims in each. Reads
+    every usage record ever to find the window's (no windowed usage read in the store port)."""
     buckets = window.buckets()
     for record in plane.store.usage():
         _spread(record, buckets, window, exact_amount(record, plane.catalog))
@@ -111,18 +118,18 @@ def shown(amount: Fraction) -> str:
 
 
 def revenue_total(plane: ControlPlane) -> Fraction:
-    """Every usage record ever rated: what customers were charged in all."""
+    """Every usage record ever rated: what customers were charged in all (reads them all)."""
     return sum((exact_amount(r, plane.catalog) for r in plane.store.usage()), Fraction(0))
 
 
 def node_gpus(plane: ControlPlane) -> dict[tuple[str, str], dict[str, int]]:
     """GPUs that cluster nodes hold per pool (region, GPU type), standard and preemptible: nodes
-    are not instances, so the pools' instance counts leave them out."""
+    are not instances, so the pools' instance counts leave them out. Off the snapshot:
+    O(live nodes)."""
     held: dict[tuple[str, str], dict[str, int]] = {}
-    for stored in plane.store.nodes():
-        node = stored.state
-        if node.host_id is None:
-            continue  # still waiting in the queue: holds nothing
+    for node in plane.snapshot().nodes.values():
+        if node.host_id is None or node.status is NodeStatus.REMOVED:
+            continue  # still waiting in the queue, or gone: holds nothing
         counts = held.setdefault(
             (node.pool.region, node.pool.gpu_type), {"standard": 0, "preemptible": 0}
         )
@@ -131,5 +138,7 @@ def node_gpus(plane: ControlPlane) -> dict[tuple[str, str], dict[str, int]]:
 
 
 def instance_counts(plane: ControlPlane) -> dict[str, int]:
-    """Live instances by status (aggregates: no ids, no accounts)."""
-    return dict(sorted(Counter(str(s.state.status) for s in plane.store.instances()).items()))
+    """Live instances by status (aggregates: no ids, no accounts), off the snapshot: finished
+    instances have left the live state and are not counted. O(live instances)."""
+    statuses = Counter(str(i.status) for i in plane.snapshot().instances.values())
+    return dict(sorted(statuses.items()))

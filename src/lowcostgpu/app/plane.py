@@ -1,11 +1,12 @@
 """The control plane: every request and every tick is one decision, written before it is acted on.
 
-A decision reads `now` once, loads the instances from the store, rebuilds the engine state from
-them (`core.engine.state_from_instances`), lets the pure engine decide, and commits the changed
-instances with their expected versions together with the effects (outbox) and events in one
-transaction (the commit is built by `app.decisions`). Only then are the effects carried out
-(`app.effects`), and marked done. A conflict (`StaleWrite`) means someone else wrote first: the
-decision is made again on fresh state.
+A decision reads `now` once and lets the pure engine decide on the live state the leader keeps
+in memory (`app.live`: loaded once when it takes the lead, kept after each commit). What the
+step touched is written with its expected versions together with the effects (outbox) and
+events in one transaction (`app.live.LiveState.commit_for`). Only then are the effects carried
+out — right after the commit, by the thread that decided — and marked done. A conflict
+(`StaleWrite`) means the memory disagrees with the store: it is dropped, loaded again, and the
+decision is made again. Metering (`app.meter`) cuts the open spans when an interval closes.
 """
 
 from __future__ import annotations
@@ -15,25 +16,20 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from itertools import pairwise
 from types import MappingProxyType
 from typing import Any
 
 from lowcostgpu.app import billing
-from lowcostgpu.app.clusters import (
-    ClusterRecords,
-    ClusterRequests,
-    absorb_node_reports,
-    node_allocations,
-    node_spans,
-)
-from lowcostgpu.app.decisions import Decision, commit_of, stamped, volume_created
+from lowcostgpu.app.clusters import ClusterService
+from lowcostgpu.app.decisions import Decision, stamped, volume_created
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import LaunchRequest, build_launch
-from lowcostgpu.core import engine
+from lowcostgpu.app.live import LiveState
+from lowcostgpu.app.meter import Meter
+from lowcostgpu.app.recent_runs import RecentRuns
+from lowcostgpu.core import cluster_engine, engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.drain import interruption_notice
-from lowcostgpu.core.effects import Effect
 from lowcostgpu.core.engine import EngineState, EngineStep
 from lowcostgpu.core.holds import OnDemandHold, with_refusal
 from lowcostgpu.core.instance_state import DRAINING
@@ -48,18 +44,11 @@ from lowcostgpu.core.lifecycle import (
     WorkloadExited,
     WorkloadStarted,
 )
-from lowcostgpu.core.metering import (
-    instance_gpu_spans,
-    meter,
-    metered_through_after,
-    volume_span,
-)
 from lowcostgpu.core.scheduler import SchedulerConfig
-from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey, Timestamp
+from lowcostgpu.domain.capacity import Host, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import Conflict, InsufficientCapacity, StaleWrite, Unavailable
-from lowcostgpu.domain.events import Reason
-from lowcostgpu.domain.status import InstanceStatus
+from lowcostgpu.domain.status import InstanceStatus, NodeStatus
 from lowcostgpu.ports.clock import Clock, IdSource
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
 from lowcostgpu.ports.store import Commit, OutboxEntry, Store, StoredInstance, VolumeRecord
@@ -76,11 +65,12 @@ class PlaneConfig:
     low_balance_usd: Decimal = billing.DEFAULT_LOW_BALANCE_USD  # `BalanceLow` below this
 
 
-class ControlPlane(ClusterRequests):
-    """Decisions on a store; effects are carried out by whoever holds the lead.
+class ControlPlane:
+    """Decisions on the live state; effects are carried out right after each commit.
 
     Cluster requests (`create_cluster`, `update_cluster_target`, `get_cluster`, `list_clusters`,
-    `delete_cluster`) come from `app.clusters.ClusterRequests`."""
+    `delete_cluster`) are `self.clusters`, an `app.clusters.ClusterService` deciding through
+    `_decide`."""
 
     def __init__(
         self,
@@ -102,16 +92,62 @@ class ControlPlane(ClusterRequests):
         self.catalog = catalog
         self.config = config
         self._carry_out = carry_out
-        self._lock = threading.RLock()
-        self.wake = threading.Event()  # set when a decision may have work for the loop
+        self._lock = threading.RLock()  # one decision at a time, on one live state
+        self._outbox_lock = threading.Lock()  # one carrier of effects at a time
+        self.wake = threading.Event()  # set when a request may have changed the next wake-up
         # A standby server (another holds the store's lead) decides nothing: two deciders on one
         # store could both place work on the same free GPUs, since versions guard instances,
         # not the fleet. The loop clears this once it holds the lead.
         self.standby = False
-        # On-demand holds (`core.holds`) are soft and not stored: kept here between decisions,
-        # forgotten by a restart (the worst case is the race they avoid).
-        self._holds: Mapping[PoolKey, OnDemandHold] = {}
+        self._live: LiveState | None = None  # loaded at the first decision after taking the lead
+        self._planned_wake_at: Timestamp | None = None  # the deadline the loop sleeps towards
+        self._meter: Meter | None = None
+        self._kept_holds: Mapping[PoolKey, OnDemandHold] = {}  # across a reload of the state
         self.checkpoint_ages = CheckpointAges()  # what the fairness policy charges non-reporters
+        self.recent_runs = RecentRuns()  # how fast each pool turns over: the queue's ETA
+        self.clusters = ClusterService(
+            store=store,
+            ids=ids,
+            hosts=self.hosts,
+            catalog=catalog,
+            scheduler=lambda: self.config.scheduler,  # the config changes at run time
+            decide=self._decide,
+        )
+
+    # The live state ------------------------------------------------------------------------------
+
+    def _loaded(self) -> tuple[LiveState, Meter]:
+        """The live state, loaded from the store if it is not in memory. On-demand holds are
+        soft and not stored: they survive a reload (but not a restart)."""
+        if self._live is None or self._meter is None:
+            live = LiveState.load(self.store, self.hosts)
+            live.state = replace(live.state, holds=self._kept_holds)
+            self._meter = Meter.load(
+                self.store, live, self.config.metering_interval_s, self.clock.now()
+            )
+            self._live = live
+        return self._live, self._meter
+
+    def reload(self) -> None:
+        """Forget the live state (a lead gained or lost): the next decision loads it again."""
+        with self._lock:
+            self._drop_live()
+
+    def _drop_live(self) -> None:
+        if self._live is not None:
+            self._kept_holds = self._live.state.holds
+        self._live, self._meter = None, None
+
+    def snapshot(self) -> EngineState:
+        """The engine state as of the last decision: immutable, so readers need no lock. A
+        standby reads the store instead (it keeps no live state)."""
+        if self.standby:
+            return LiveState.load(self.store, self.hosts).state
+        live = self._live
+        if live is None:
+            with self._lock:
+                live, _ = self._loaded()
+        return live.state
 
     # Requests ----------------------------------------------------------------------------------
 
@@ -119,12 +155,13 @@ class ControlPlane(ClusterRequests):
         instance_id = self.ids.new_id("i")
         spec, record = build_launch(request, instance_id, self.catalog, self.hosts)
 
-        known_volumes = {(v.account_id, v.name) for v in self.store.volumes()}
-
         def decide(state: EngineState, now: Timestamp) -> Decision:
             step = engine.launch(state, spec, now, self.config.scheduler)
             volumes, events = [], []
-            if record.volume_name and (record.account_id, record.volume_name) not in known_volumes:
+            meter = self._meter
+            assert meter is not None
+            volume = (record.account_id, record.volume_name or "")
+            if record.volume_name and volume not in meter.volumes:
                 size_gb = record.volume_size_gb or 0
                 volumes.append(VolumeRecord(record.account_id, record.volume_name, size_gb, now))
                 events.append(volume_created(record.account_id, record.volume_name, size_gb, now))
@@ -141,8 +178,10 @@ class ControlPlane(ClusterRequests):
     def _hold_for(self, pool: PoolKey, gpus: int) -> None:
         """A refused on-demand customer: GPUs that free in the pool wait for their retry."""
         with self._lock:
+            live, _ = self._loaded()
             hold_s = self.config.scheduler.on_demand_hold_s
-            self._holds = with_refusal(self._holds, pool, gpus, self.clock.now(), hold_s)
+            holds = with_refusal(live.state.holds, pool, gpus, self.clock.now(), hold_s)
+            live.state = replace(live.state, holds=MappingProxyType(holds))
         self.wake.set()  # the loop must tick when the hold ends
 
     def stop(self, instance_id: str) -> StoredInstance:
@@ -155,9 +194,9 @@ class ControlPlane(ClusterRequests):
         return self._user(instance_id, DeleteRequested())
 
     def report_checkpoint(self, instance_id: str, step: int) -> StoredInstance:
-        before = self.store.instance(instance_id).state  # NotFound before anything else
-        stored = self._reported(instance_id, CheckpointReported(step))
-        self.checkpoint_ages.learn(before, stored.state)
+        before = self.store.instance(instance_id)  # NotFound before anything else
+        stored = self._reported(before, CheckpointReported(step))
+        self.checkpoint_ages.learn(before.state, stored.state)
         with self._lock:
             self.config = replace(
                 self.config, scheduler=self.checkpoint_ages.applied(self.config.scheduler)
@@ -168,14 +207,15 @@ class ControlPlane(ClusterRequests):
         return self._user(instance_id, CompletionReported(step))
 
     def _user(self, instance_id: str, event: LifecycleEvent) -> StoredInstance:
-        self.store.instance(instance_id)  # NotFound before anything else
-        return self._reported(instance_id, event)
+        return self._reported(self.store.instance(instance_id), event)  # NotFound first
 
-    def _reported(self, instance_id: str, event: LifecycleEvent) -> StoredInstance:
+    def _reported(self, stored: StoredInstance, event: LifecycleEvent) -> StoredInstance:
+        instance_id = stored.state.id
+
         def decide(state: EngineState, now: Timestamp) -> Decision:
             return Decision(engine.report(state, instance_id, event, now, self.config.scheduler))
 
-        self._decide(decide)
+        self._decide(decide, adopt=instance_id)
         return self.store.instance(instance_id)
 
     # The loop's tick -----------------------------------------------------------------------------
@@ -185,75 +225,69 @@ class ControlPlane(ClusterRequests):
         reports = self.runtime.observe()
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
-            state, effects = self._absorb(state, reports, now)
-            state, more = absorb_node_reports(state, reports, now, self.config)
-            effects += more
-            step = engine.tick(state, now, self.config.scheduler)
-            step = EngineStep(step.state, (*effects, *step.effects), step.wake_at)
-            return Decision(step, extra=self._meter(step.state, now))
+            changing = _changing_reports(state, reports)
+            step = engine.tick(state, now, self.config.scheduler, changing)
+            step = _merged(step, self._node_exits(step.state, reports, now))
+            meter = self._meter
+            assert meter is not None
+            if not meter.due(now):
+                return Decision(step)
+            extra = meter.charge(
+                self.store,
+                step.state,
+                step.touched.instances,
+                self.catalog,
+                self.config.low_balance_usd,
+                now,
+            )
+            return Decision(step, extra=extra, metered=True)
 
-        step = self._decide(decide)
+        step = self._decide(decide, wake=False)
+        self._planned_wake_at = step.wake_at
         self._forget_orphans(step.state, reports)
         self.run_outbox()
         return step.wake_at
 
-    def _absorb(
-        self, state: EngineState, reports: list[WorkloadReport], now: Timestamp
-    ) -> tuple[EngineState, list[Effect]]:
-        by_allocation = {i.allocation_id: i.id for i in state.instances.values() if i.allocation_id}
-        effects: list[Effect] = []
+    def _node_exits(
+        self, state: EngineState, reports: Sequence[WorkloadReport], now: Timestamp
+    ) -> EngineStep:
+        """A node's placeholder that exited means its pods are gone: the drain can end.
+        Cost: O(reports)."""
+        step = EngineStep(state)
         for report in sorted(reports, key=lambda r: r.allocation_id):
-            instance_id = by_allocation.get(report.allocation_id)
-            event = _event_for(report)
-            if instance_id is None or event is None:
+            node = state.nodes.get(report.instance_id)
+            if node is None or node.allocation_id != report.allocation_id:
                 continue
-            step = engine.report(state, instance_id, event, now, self.config.scheduler)
-            state, effects = step.state, [*effects, *step.effects]
-        return state, effects
+            if report.phase in ("exited", "start_failed"):
+                more = cluster_engine.node_exited(step.state, node.id, now, self.config.scheduler)
+                step = _merged(step, more)
+        return step
 
     def _forget_orphans(self, state: EngineState, reports: list[WorkloadReport]) -> None:
-        """A workload no instance holds any more is never left behind: killed, then forgotten."""
-        held = {i.allocation_id for i in state.instances.values() if i.allocation_id}
-        held |= node_allocations(state)
+        """A workload no instance holds any more is never left behind: killed, then forgotten.
+        Cost: O(reports)."""
         for report in reports:
-            if report.allocation_id in held:
+            if _held(state, report):
                 continue
             if report.phase in ("starting", "running"):
                 self.runtime.kill(report.allocation_id)
             with suppress(Conflict):  # still dying: forgotten at a later tick, once exited
                 self.runtime.forget(report.allocation_id)
 
-    def _meter(self, state: EngineState, now: Timestamp) -> Commit:
-        """Usage of every instance (deleted ones too: their last interval may still be open)
-        and every volume, for the intervals closed since the last watermark."""
-        latest = {s.state.id: s.state for s in self.store.instances(include_deleted=True)}
-        latest.update(state.instances)
-        spans = [span for inst in latest.values() for span in instance_gpu_spans(inst)]
-        spans += node_spans(self.store, state)
-        spans += [
-            volume_span(
-                volume_key(v.account_id, v.name),
-                v.account_id,
-                v.size_gb,
-                v.created_at,
-                v.deleted_at,
-            )
-            for v in self.store.volumes()
-        ]
-        before = self.store.metered_through()
-        records = meter(spans, before, now, self.config.metering_interval_s)
-        after = metered_through_after(before, records)
-        moved = {key: at for key, at in after.items() if before.get(key) != at}
-        if not records:
-            return Commit(metered_through=moved)
-        ledger, events = billing.charges(
-            records, self.catalog, self.store.balances(), self.config.low_balance_usd, now
-        )
-        return Commit(usage=records, metered_through=moved, ledger=ledger, events=events)
-
     # Deciding and writing ------------------------------------------------------------------------
 
-    def _decide(self, decide: Callable[[EngineState, Timestamp], Decision]) -> EngineStep:
+    def _decide(
+        self,
+        decide: Callable[[EngineState, Timestamp], Decision],
+        *,
+        adopt: str | None = None,
+        wake: bool = True,
+    ) -> EngineStep:
+        """Decide on the live state, write what the step touched, keep it, carry out its effects.
+
+        `adopt`: an instance the decision is about, brought back into the live state if it had
+        left it (a resume of a stopped instance). `wake`: whether the loop may need waking (a
+        request may have moved the next deadline; the loop's own tick need not wake itself)."""
         if self.standby:
             raise Unavailable(
                 "this server is a standby: another server on the same store leads",
@@ -261,90 +295,91 @@ class ControlPlane(ClusterRequests):
             )
         for attempt in range(MAX_ATTEMPTS):
             with self._lock:
-                now = self.clock.now()
-                stored = {s.state.id: s for s in self.store.instances()}
-                records = ClusterRecords.load(self.store)
-                state = engine.state_from_instances(
-                    self.hosts,
-                    [s.state for s in stored.values()],
-                    clusters=records.cluster_states(),
-                    nodes=records.node_states(),
-                )
-                state = replace(state, holds=MappingProxyType(dict(self._holds)))
-                decision = decide(state, now)
-                commit = records.written(commit_of(decision, stored, now), decision.step.state)
                 try:
-                    self.store.commit(commit)
+                    decision, commit = self._decided(decide, adopt)
                 except StaleWrite:
+                    self._drop_live()  # memory disagrees with the store: reload
                     if attempt == MAX_ATTEMPTS - 1:
                         raise
                     continue
-                self._holds = decision.step.state.holds
-            self.wake.set()
+            self._run_entries(commit.outbox)
+            if wake and self._moves_wake(decision.step.wake_at):
+                self.wake.set()
             return decision.step
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def run_outbox(self) -> None:
-        """Carry out pending effects; the ones done are marked, the others stay for a retry.
+    def _moves_wake(self, wake_at: Timestamp | None) -> bool:
+        """Whether a request's step brings the next deadline before the one the loop sleeps
+        towards (a reclaim's grace, a hold): only then is the loop woken. Other requests leave
+        it asleep — their effects are carried out already — so a busy API does not make the loop
+        spin."""
+        planned = self._planned_wake_at
+        if wake_at is None or (planned is not None and wake_at >= planned):
+            return False
+        self._planned_wake_at = wake_at
+        return True
+
+    def _decided(
+        self, decide: Callable[[EngineState, Timestamp], Decision], adopt: str | None
+    ) -> tuple[Decision, Commit]:
+        live, meter = self._loaded()
+        if adopt is not None and adopt not in live.state.instances:
+            live.adopt(self.store.instance(adopt))
+            meter.adopted(self.store, adopt)
+        now = self.clock.now()
+        try:
+            decision = decide(live.state, now)
+        except BaseException:
+            if adopt is not None:
+                live.let_go(adopt)
+            raise
+        commit = live.commit_for(decision, now)
+        if not _is_empty(commit):
+            try:
+                self.store.commit(commit)
+            except StaleWrite:
+                raise
+            except BaseException:
+                self._drop_live()  # not known whether it landed: reload
+                raise
+        before = live.state.instances
+        gone = live.committed(decision, commit)
+        if adopt is not None:
+            live.let_go(adopt)  # a request that left it where it was (a repeated delete)
+        self.recent_runs.closed(before, (w.state for w in commit.instances))
+        meter.touched(live.state, decision.step.touched.instances)
+        meter.left(gone)
+        meter.nodes_left(n.state for n in commit.nodes if n.state.status is NodeStatus.REMOVED)
+        meter.volumes_written(commit.volumes)
+        if decision.metered:
+            meter.passed(live.state, commit, now)
+        return decision, commit
+
+    def _run_entries(self, entries: Sequence[OutboxEntry]) -> None:
+        """Carry out effects and mark the done ones; the others stay pending for a retry.
 
         A start that could not be carried out (its volume could not be made, say) is done as an
         effect, and its instance fails with the reason: its GPUs are freed, nothing else waits.
         """
-        pending = self.store.pending_outbox()
-        if not pending:
+        if not entries:
             return
-        outcome = self._carry_out(pending)
-        self.store.mark_done(outcome.done, self.clock.now())
+        with self._outbox_lock:
+            outcome = self._carry_out(entries)
+            self.store.mark_done(outcome.done, self.clock.now())
         for instance_id, why in outcome.failed_starts:
             self._user(instance_id, StartFailed(why))
 
-    def queue_position(self, instance_id: str) -> int | None:
-        """1-based place in its pool's queue, or None when it is not queued."""
-        instances = [s.state for s in self.store.instances()]
-        inst = next((i for i in instances if i.id == instance_id), None)
-        if inst is None or inst.status is not InstanceStatus.QUEUED:
-            return None
-        records = ClusterRecords.load(self.store)  # node tickets share the queue
-        fleet = engine.state_from_instances(
-            self.hosts, instances, nodes=records.node_states()
-        ).fleet
-        for position, ticket in enumerate(fleet.queue(inst.pool), start=1):
-            if ticket.subject_id == instance_id:
-                return position
-        return None
-
-    def interruption_statistics(self, instance_id: str) -> dict[str, Any]:
-        """How often this instance's GPU type is interrupted: for adaptive checkpoint intervals.
-
-        From the `Preempted` events of the last `STATS_WINDOW_S`: interruptions per running
-        hour of interruptible work of that type is approximated by interruptions per hour of
-        wall time per interruptible instance that was live in the window.
-        """
-        gpu_type = self.store.instance(instance_id).state.pool.gpu_type
-        now = self.clock.now()
-        of_type = {
-            s.state.id
-            for s in self.store.instances(include_deleted=True)
-            if s.state.pool.gpu_type == gpu_type
-            and s.state.capacity_class is CapacityClass.INTERRUPTIBLE
-        }
-        times: dict[str, list[int]] = {}
-        for e in self.store.events(limit=100_000):
-            if (
-                e.reason is Reason.PREEMPTED
-                and e.object_id in of_type
-                and e.at >= now - STATS_WINDOW_S
-            ):
-                times.setdefault(e.object_id, []).append(e.at)
-        gaps = sorted(b - a for t in times.values() for a, b in pairwise(t))
-        count = sum(len(t) for t in times.values())
-        hours = STATS_WINDOW_S / 3600
-        return {
-            "gpu_type": gpu_type,
-            "interruptions": count,
-            "interruptions_per_hour": count / hours / max(1, len(of_type)),
-            "median_time_between_interruptions_s": gaps[len(gaps) // 2] if gaps else None,
-        }
+    def run_outbox(self) -> None:
+        """Carry out effects still pending (retries, and what a crash left): the partial index
+        on pending entries makes this O(pending)."""
+        with self._outbox_lock:
+            pending = self.store.pending_outbox()
+            if not pending:
+                return
+            outcome = self._carry_out(pending)
+            self.store.mark_done(outcome.done, self.clock.now())
+        for instance_id, why in outcome.failed_starts:
+            self._user(instance_id, StartFailed(why))
 
     def interruption(self, instance_id: str) -> dict[str, Any] | None:
         """The metadata endpoint's answer for a workload: its notice, or None (404)."""
@@ -354,9 +389,53 @@ class ControlPlane(ClusterRequests):
         return interruption_notice(state.notice_at, state.deadline)
 
 
-def volume_key(account_id: str, name: str) -> str:
-    """The metering subject of a volume."""
-    return f"{account_id}/{name}"
+def _changing_reports(
+    state: EngineState, reports: Sequence[WorkloadReport]
+) -> list[tuple[str, LifecycleEvent]]:
+    """The reports that change something, as lifecycle events, in allocation order. A workload
+    reported running whose instance is not starting any more changes nothing (the local runtime
+    reports every workload on every tick), so it never reaches the engine. Cost: O(reports)."""
+    events: list[tuple[str, LifecycleEvent]] = []
+    for report in sorted(reports, key=lambda r: r.allocation_id):
+        inst = state.instances.get(report.instance_id)
+        if inst is None or inst.allocation_id != report.allocation_id:
+            continue
+        if report.phase == "running" and inst.status is not InstanceStatus.STARTING:
+            continue
+        event = _event_for(report)
+        if event is not None:
+            events.append((inst.id, event))
+    return events
+
+
+def _held(state: EngineState, report: WorkloadReport) -> bool:
+    """Whether the reported workload is an allocation some live instance or node holds."""
+    subject = state.instances.get(report.instance_id) or state.nodes.get(report.instance_id)
+    return subject is not None and subject.allocation_id == report.allocation_id
+
+
+def _merged(first: EngineStep, then: EngineStep) -> EngineStep:
+    """Two steps taken one after the other, as one: the later state, both effects in order,
+    what either touched."""
+    return EngineStep(
+        then.state, (*first.effects, *then.effects), then.wake_at, first.touched | then.touched
+    )
+
+
+def _is_empty(commit: Commit) -> bool:
+    return not (
+        commit.instances
+        or commit.outbox
+        or commit.events
+        or commit.usage
+        or commit.metered_through
+        or commit.volumes
+        or commit.ledger
+        or commit.clusters
+        or commit.nodes
+        or commit.accounts
+        or commit.api_keys
+    )
 
 
 def _event_for(report: WorkloadReport) -> LifecycleEvent | None:

@@ -1,51 +1,64 @@
-"""Read-only views the API shows: a queued instance's place and ETA, the fleet, prices.
+"""Read-only views the API shows: a queued instance's place and ETA, the fleet, interruptions.
 
-Nothing here writes. Figures that describe the whole fleet (free GPUs, queue depths, interruption
-statistics) are aggregates: they name no instance and no account.
+Nothing here writes, and nothing here scans history: each view reads the immutable engine state
+of the last decision (`ControlPlane.snapshot()`: live instances, clusters, nodes and the fleet,
+no lock, no store read) or an indexed store query, and says what it costs. Figures that describe
+the whole fleet (free GPUs, queue depths, interruption statistics) are aggregates: they name no
+instance and no account.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 from statistics import median
 from typing import Any
 
-from lowcostgpu.app.clusters import ClusterRecords
 from lowcostgpu.app.plane import ControlPlane
-from lowcostgpu.core import engine
-from lowcostgpu.core.lifecycle import InstanceState
-from lowcostgpu.core.queue import QueueEntry, queue_status
+from lowcostgpu.core.queue import PoolGpus, QueueEntry, queue_entry
 from lowcostgpu.domain.capacity import Allocation, CapacityClass, PoolKey, Timestamp
+from lowcostgpu.domain.errors import NotFound
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
+from lowcostgpu.ports.store import EventRecord, Store
 
-RUNTIME_SAMPLE = 200  # recent runs per pool the ETA's mean runtime is taken from
-
-
-def mean_runtime_s(instances: list[InstanceState], pool: PoolKey) -> int | None:
-    """The mean length of the pool's recent finished runs: how fast its capacity turns over."""
-    lengths = [
-        run.billed_until - run.started_at
-        for inst in instances
-        if inst.pool == pool
-        for run in inst.runs
-        if run.billed_until is not None
-    ][-RUNTIME_SAMPLE:]
-    return round(sum(lengths) / len(lengths)) if lengths else None
+STATS_WINDOW_S = 7 * 24 * 3600  # the interruption statistics' window
+EVENT_PAGE = 10_000  # Preempted events read per store query
 
 
-def queue_entries(plane: ControlPlane) -> dict[str, QueueEntry]:
-    """Every queued instance's place in its pool's queue, with an ETA when one is honest."""
-    stored = [s.state for s in plane.store.instances(include_deleted=True)]
-    live = [i for i in stored if i.status is not InstanceStatus.DELETED]
-    fleet = engine.state_from_instances(plane.hosts, live).fleet
+def queue_entries(plane: ControlPlane, instance_ids: Iterable[str]) -> dict[str, QueueEntry]:
+    """The place in its pool's queue (position, GPUs ahead, ETA) of each of these instances that
+    is queued; the others are left out.
+
+    Read off the snapshot, where node tickets share the queue: per instance O(chunks + CHUNK)
+    (`TicketQueue.place`, found by the ticket's key), plus O(hosts) once per pool for its
+    capacity. The ETA's mean runtime is `plane.recent_runs` (kept as runs close), not history.
+    """
+    state = plane.snapshot()
     now = plane.clock.now()
+    pools: dict[PoolKey, tuple[PoolGpus, int | None]] = {}
     found: dict[str, QueueEntry] = {}
-    for pool in sorted({i.pool for i in live if i.status is InstanceStatus.QUEUED}):
-        for entry in queue_status(fleet, pool, now, mean_runtime_s(stored, pool)):
-            found[entry.subject_id] = entry
+    for instance_id in instance_ids:
+        inst = state.instances.get(instance_id)
+        if inst is None or inst.status is not InstanceStatus.QUEUED or inst.enqueued_at is None:
+            continue
+        if inst.pool not in pools:
+            pools[inst.pool] = (
+                PoolGpus.of(state.fleet, inst.pool),
+                plane.recent_runs.mean_s(inst.pool),
+            )
+        gpus, mean_s = pools[inst.pool]
+        key = (inst.enqueued_at, inst.id)
+        entry = queue_entry(state.fleet, inst.pool, key, now, mean_s, gpus)
+        if entry is not None:
+            found[instance_id] = entry
     return found
+
+
+def queue_entry_of(plane: ControlPlane, instance_id: str) -> QueueEntry | None:
+    """One instance's `queue_entries`: None unless it is queued."""
+    return queue_entries(plane, (instance_id,)).get(instance_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,19 +75,16 @@ class PoolView:
 
 
 def pools(plane: ControlPlane) -> list[PoolView]:
-    """Each pool now. GPUs held count instances and cluster nodes alike (a standard node is
-    on-demand capacity, a preemptible node interruptible), read off the same fleet snapshot the
-    scheduler decides on, so free is what nothing holds."""
-    instances = [s.state for s in plane.store.instances()]
-    records = ClusterRecords.load(plane.store)
-    fleet = engine.state_from_instances(
-        plane.hosts, instances, clusters=records.cluster_states(), nodes=records.node_states()
-    ).fleet
+    """Each pool now, off the snapshot's fleet (the one the scheduler decides on, so free is
+    what nothing holds). GPUs held count instances and cluster nodes alike: a standard node is
+    on-demand capacity, a preemptible node interruptible. Cost: O(hosts + allocations) and
+    O(chunks) per queue (its length and GPUs are kept per chunk), no store read."""
+    fleet = plane.snapshot().fleet
     views = []
     for pool in sorted({h.pool for h in plane.hosts}):
         hosts = fleet.hosts_in(pool)
         held = [a for h in hosts for a in h.allocations]
-        queue = list(fleet.queue(pool))
+        queue = fleet.queue(pool)
         views.append(
             PoolView(
                 region=pool.region,
@@ -85,7 +95,7 @@ def pools(plane: ControlPlane) -> list[PoolView]:
                 on_demand_gpus=_gpus(held, CapacityClass.ON_DEMAND),
                 interruptible_gpus=_gpus(held, CapacityClass.INTERRUPTIBLE),
                 queue_depth=len(queue),
-                queued_gpus=sum(t.gpus for t in queue),
+                queued_gpus=queue.gpus,
             )
         )
     return views
@@ -95,25 +105,89 @@ def _gpus(allocations: list[Allocation], capacity_class: CapacityClass) -> int:
     return sum(a.gpus for a in allocations if a.capacity_class is capacity_class)
 
 
-def interruption_statistics(plane: ControlPlane, since: Timestamp = 0) -> list[dict[str, Any]]:
-    """Per GPU type: interruptions since `since`, and the median time between two interruptions
-    of the same instance (None until some instance was interrupted twice)."""
-    type_of = {
-        s.state.id: s.state.pool.gpu_type for s in plane.store.instances(include_deleted=True)
-    }
-    times: dict[str, list[int]] = {}
-    for e in plane.store.events(limit=1_000_000):
-        if e.reason is Reason.PREEMPTED and e.object_id in type_of and e.at >= since:
-            times.setdefault(e.object_id, []).append(e.at)
+def interruption_statistics(
+    plane: ControlPlane, gpu_types: Collection[str] | None = None, window_s: int = STATS_WINDOW_S
+) -> list[dict[str, Any]]:
+    """Per GPU type (the fleet's, or `gpu_types`), over the last `window_s`: the instances'
+    interruptions (`Preempted` events), interruptions per hour per interruptible instance of
+    the type — live now or interrupted in the window: wall hours stand in for running hours —
+    and the median time between two interruptions of the same instance (None until some
+    instance was interrupted twice in the window).
+
+    The one reader of these figures (`/v1/fleet`, the operator's fleet, `/metrics`, the
+    workloads' metadata endpoint). Cost: O(Preempted events in the window), read by reason,
+    kind and time (`Store.events` filters in the store), plus one `Store.instance` read per
+    instance whose events predate `data["gpu_type"]`, plus O(live instances) of the snapshot.
+    """
+    now = plane.clock.now()
+    types = sorted({h.pool.gpu_type for h in plane.hosts} if gpu_types is None else gpu_types)
+    wanted = set(types)
+    type_of: dict[str, str | None] = {}
+    times: dict[str, list[Timestamp]] = {}
+    for event in _preempted(plane.store, now - window_s):
+        gpu_type = _gpu_type_of(plane.store, event, type_of)
+        if gpu_type in wanted:
+            times.setdefault(event.object_id, []).append(event.at)
+    live: dict[str, set[str]] = {t: set() for t in types}
+    for inst in plane.snapshot().instances.values():
+        if inst.capacity_class is CapacityClass.INTERRUPTIBLE and inst.pool.gpu_type in live:
+            live[inst.pool.gpu_type].add(inst.id)
+    hours = window_s / 3600
     out = []
-    for gpu_type in sorted({h.pool.gpu_type for h in plane.hosts}):
-        series = [t for i, t in times.items() if type_of[i] == gpu_type]
-        gaps = [b - a for t in series for a, b in pairwise(t)]
+    for gpu_type in types:
+        series = {i: sorted(t) for i, t in times.items() if type_of[i] == gpu_type}
+        gaps = [b - a for t in series.values() for a, b in pairwise(t)]
+        count = sum(len(t) for t in series.values())
+        instances = len(live[gpu_type] | series.keys())
         out.append(
             {
                 "gpu_type": gpu_type,
-                "interruptions": sum(len(t) for t in series),
+                "window_s": window_s,
+                "interruptions": count,
+                "interruptions_per_hour": count / hours / max(1, instances),
                 "median_time_between_interruptions_s": round(median(gaps)) if gaps else None,
             }
         )
     return out
+
+
+def instance_interruption_statistics(plane: ControlPlane, instance_id: str) -> dict[str, Any]:
+    """`interruption_statistics` of this instance's GPU type: what the metadata endpoint gives
+    a workload for its adaptive checkpoint interval. The type comes off the snapshot, or one
+    store read when the instance is not live."""
+    inst = plane.snapshot().instances.get(instance_id)
+    pool = inst.pool if inst is not None else plane.store.instance(instance_id).state.pool
+    (row,) = interruption_statistics(plane, gpu_types=(pool.gpu_type,))
+    return row
+
+
+def _preempted(store: Store, since: Timestamp) -> Iterator[EventRecord]:
+    """The instances' `Preempted` events since `since`, page by page in seq order."""
+    after = 0
+    while True:
+        page = store.events(
+            reason=str(Reason.PREEMPTED),
+            object_kind="instance",
+            since=since,
+            after_seq=after,
+            limit=EVENT_PAGE,
+        )
+        yield from page
+        if len(page) < EVENT_PAGE or page[-1].seq is None:
+            return
+        after = page[-1].seq
+
+
+def _gpu_type_of(store: Store, event: EventRecord, known: dict[str, str | None]) -> str | None:
+    """The GPU type a `Preempted` event is about: in its data; events written before it was
+    put there name only the instance, which is read then (once per instance; None when the
+    instance is gone)."""
+    if event.object_id not in known:
+        found = event.data.get("gpu_type")
+        if not isinstance(found, str):
+            try:
+                found = store.instance(event.object_id).state.pool.gpu_type
+            except NotFound:
+                found = None
+        known[event.object_id] = found
+    return known[event.object_id]

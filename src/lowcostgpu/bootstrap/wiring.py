@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lowcostgpu.adapters.local.placeholder_nodes import PlaceholderNodes
 from lowcostgpu.app.effects import EffectRunner
 from lowcostgpu.app.plane import ControlPlane, PlaneConfig
 from lowcostgpu.app.tokens import Tokens
@@ -44,7 +45,7 @@ def wire(
         volumes=volumes,
         tokens=tokens,
         metadata_url=metadata_url,
-        nodes=nodes,
+        nodes=nodes or PlaceholderNodes(),  # Kubernetes passes its own (`bootstrap.serve`)
     )
     plane = ControlPlane(
         store=store,

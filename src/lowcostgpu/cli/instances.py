@@ -90,11 +90,15 @@ def _launched(inst: Instance) -> str:
 
 def ls(
     all: Annotated[bool, typer.Option("--all", help="deleted instances too")] = False,
+    limit: Annotated[int | None, typer.Option(min=1, help="only the newest N")] = None,
+    status: Annotated[
+        list[str] | None, typer.Option("--status", help="only this status (repeatable, or a,b)")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List your instances."""
+    """List your instances, newest first (every page of them, unless --limit)."""
     with handled(), client() as api:
-        found = api.instances(include_deleted=all)
+        found = api.instances(include_deleted=all, statuses=status or (), limit=limit)
     if as_json:
         print_json(found)
         return

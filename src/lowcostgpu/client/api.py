@@ -8,7 +8,7 @@ to start one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypedDict, cast
 
 import httpx
@@ -16,6 +16,8 @@ import httpx
 from lowcostgpu.domain import errors
 
 START_HINT = "start one with `make run` or `lowcostgpu serve` (or set LOWCOSTGPU_URL)"
+NEXT_CURSOR = "X-Next-Cursor"  # the header of a list page that is not the last
+PAGE_MAX = 500  # the most instances `GET /v1/instances` answers per page
 
 ERROR_OF_CODE: dict[str, type[errors.LowcostgpuError]] = {
     "invalid_request": errors.InvalidRequest,
@@ -113,6 +115,14 @@ def error_from(response: httpx.Response) -> errors.LowcostgpuError:
     return kind(message, hint=body.get("hint"), **details)
 
 
+def _page_size(limit: int | None) -> int:
+    if limit is None:
+        return PAGE_MAX
+    if limit < 1:
+        raise errors.InvalidRequest(f"limit {limit} is not a positive number of instances")
+    return min(limit, PAGE_MAX)
+
+
 class Client:
     def __init__(self, url: str, api_key: str | None = None, *, timeout_s: float = 30.0) -> None:
         self.url = url.rstrip("/")
@@ -131,17 +141,22 @@ class Client:
     # Plumbing -----------------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:
+        response = self._request(method, path, **kw)
+        if not response.content:
+            return None
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        return response.text
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """The response (headers too), or the error it stands for."""
         try:
             response = self._http.request(method, path, **kw)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         if response.status_code >= 400:
             raise error_from(response)
-        if not response.content:
-            return None
-        if response.headers.get("content-type", "").startswith("application/json"):
-            return response.json()
-        return response.text
+        return response
 
     def _unreachable(self, exc: Exception) -> errors.Unavailable:
         return errors.Unavailable(
@@ -163,9 +178,44 @@ class Client:
         volume, auto_requeue, grace_period_s."""
         return cast(Instance, self._call("POST", "/v1/instances", json=body))
 
-    def instances(self, *, include_deleted: bool = False) -> list[Instance]:
-        params = {"all": "true"} if include_deleted else {}
-        return cast(list[Instance], self._call("GET", "/v1/instances", params=params))
+    def instances(
+        self,
+        *,
+        include_deleted: bool = False,
+        statuses: Sequence[str] = (),
+        limit: int | None = None,
+    ) -> list[Instance]:
+        """The account's instances, newest first: every page (following `X-Next-Cursor` until
+        the last), or the newest `limit`. One request per `PAGE_MAX` instances."""
+        found: list[Instance] = []
+        for page in self.instance_pages(
+            include_deleted=include_deleted, statuses=statuses, page_size=_page_size(limit)
+        ):
+            found += page
+            if limit is not None and len(found) >= limit:
+                return found[:limit]
+        return found
+
+    def instance_pages(
+        self,
+        *,
+        include_deleted: bool = False,
+        statuses: Sequence[str] = (),
+        page_size: int = PAGE_MAX,
+    ) -> Iterator[list[Instance]]:
+        """`GET /v1/instances` a page at a time, until a page without `X-Next-Cursor`."""
+        params: dict[str, Any] = {"limit": page_size}
+        if include_deleted:
+            params["all"] = "true"
+        if statuses:
+            params["status"] = ",".join(statuses)
+        while True:
+            response = self._request("GET", "/v1/instances", params=params)
+            yield cast(list[Instance], response.json())
+            cursor = response.headers.get(NEXT_CURSOR)
+            if not cursor:
+                return
+            params = {**params, "cursor": cursor}
 
     def instance(self, instance_id: str) -> Instance:
         return cast(Instance, self._call("GET", f"/v1/instances/{instance_id}"))

@@ -78,7 +78,7 @@ def delete_cluster(
     """Drain every node (standard ones too); the cluster is DELETED when the last one is gone."""
     cluster = state.cluster(cluster_id)
     work = Work(state)
-    mine = [n for n in work.nodes.values() if n.cluster_id == cluster_id]
+    mine = work.nodes_of(cluster_id)
     work.apply_cluster_plan(cluster_reconcile.delete_cluster(cluster, mine, now), now)
     work.schedule(now, config)
     return work.done()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.events import EventType, Reason, event_type_of
@@ -122,13 +122,10 @@ class AddNode:
         return f"add-node:{self.node_id}:{self.allocation_id}"
 
 
-Effect = (
-    StartWorkload
-    | SignalWorkload
-    | KillWorkload
-    | CordonNode
-    | RemoveNode
-    | ReleaseAllocation
-    | EmitEvent
-    | AddNode
-)
+NodeEffect = AddNode | CordonNode | RemoveNode
+"""The effects a node provider carries out (`ports.nodes.NodeProvider`)."""
+
+NODE_EFFECT_KINDS: frozenset[str] = frozenset(c.__name__ for c in get_args(NodeEffect))
+"""Their kinds in the outbox (an entry's kind is its effect's class name)."""
+
+Effect = StartWorkload | SignalWorkload | KillWorkload | ReleaseAllocation | EmitEvent | NodeEffect

@@ -15,41 +15,69 @@ that reports TargetMet/TargetUnmet on what the pass placed. Cluster requests are
 `core.cluster_engine`. How an instance or a node shows in the fleet (its ticket, its allocation)
 is `core.fleet_sync`, shared by the rebuild and by `Work`.
 
+The server keeps one state in memory across decisions, so each function costs O(what it
+touches), not O(live instances): `Work` (`core.work`) drafts over the state's persistent maps,
+`tick` and `next_wake` read the deadline index (`core.engine_state`), and every step says which
+ids it changed (`EngineStep.touched`) so that the shell writes only those. Finished instances
+leave the state with `forget_instances` and come back with `adopt`.
+
 Every function returns an `EngineStep`: the new state, the effects in the order they must be
 carried out, and the earliest time the shell must call `tick` again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
-from lowcostgpu.core import cluster_reconcile, lifecycle, nodes
-from lowcostgpu.core.clusters import ClusterPlan, ClusterState
+from immutables import Map
+
+from lowcostgpu.core import lifecycle
+from lowcostgpu.core.clusters import ClusterState
 from lowcostgpu.core.drain import DEFAULT_GRACE_PERIOD_S
-from lowcostgpu.core.effects import Effect, ReleaseAllocation
-from lowcostgpu.core.fleet_sync import fleet_of, follow_instance, follow_node
-from lowcostgpu.core.holds import OnDemandHold, active, with_refusal
-from lowcostgpu.core.instance_state import DRAINING
-from lowcostgpu.core.lifecycle import InstanceState, LifecycleEvent
-from lowcostgpu.core.nodes import NodeEvent, NodeState
-from lowcostgpu.core.queue import schedule_pool
-from lowcostgpu.core.scheduler import DEFAULT_CONFIG, SchedulerConfig, place_on_demand
-from lowcostgpu.core.snapshot import (
-    FleetSnapshot,
-    allocation_id_for,
-    apply_plan,
-    dequeue,
-    enqueue,
-    release,
+from lowcostgpu.core.engine_state import (
+    NOTHING,
+    EngineState,
+    EngineStep,
+    Touched,
+    next_wake,
 )
-from lowcostgpu.core.state import Plan, Request, Ticket
+from lowcostgpu.core.fleet_sync import fleet_of
+from lowcostgpu.core.holds import with_refusal
+from lowcostgpu.core.instance_state import LIVE
+from lowcostgpu.core.lifecycle import InstanceState, LifecycleEvent
+from lowcostgpu.core.nodes import NodeState
+from lowcostgpu.core.overlay import as_map
+from lowcostgpu.core.scheduler import DEFAULT_CONFIG, SchedulerConfig, place_on_demand
+from lowcostgpu.core.snapshot import enqueue
+from lowcostgpu.core.state import Request, Ticket
+from lowcostgpu.core.work import Work
 from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey, Timestamp
-from lowcostgpu.domain.errors import Conflict, NotFound
+from lowcostgpu.domain.errors import Conflict, InvalidRequest
 from lowcostgpu.domain.status import ClusterStatus, NodeStatus
 
+__all__ = [
+    "NOTHING",
+    "EngineState",
+    "EngineStep",
+    "LaunchSpec",
+    "Touched",
+    "Work",
+    "adopt",
+    "forget_history",
+    "forget_instances",
+    "launch",
+    "next_wake",
+    "refused",
+    "report",
+    "report_many",
+    "state_from_instances",
+    "tick",
+]
+
 _N = NodeStatus
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,175 +91,6 @@ class LaunchSpec:
     grace_period_s: int = DEFAULT_GRACE_PERIOD_S
 
 
-@dataclass(frozen=True, slots=True)
-class EngineState:
-    """The fleet and what holds or waits for it. `nodes` and `clusters` keep removed nodes and
-    deleted clusters (so the shell writes them); `state_from_instances` leaves them out, and a
-    long-running pure driver may drop them with `forget_history`."""
-
-    fleet: FleetSnapshot
-    instances: Mapping[str, InstanceState] = field(default_factory=dict)
-    clusters: Mapping[str, ClusterState] = field(default_factory=dict)
-    nodes: Mapping[str, NodeState] = field(default_factory=dict)
-    # On-demand holds (`core.holds`): soft, so not stored; the shell keeps them between calls.
-    holds: Mapping[PoolKey, OnDemandHold] = field(default_factory=dict)
-
-    def instance(self, instance_id: str) -> InstanceState:
-        try:
-            return self.instances[instance_id]
-        except KeyError:
-            raise NotFound(f"no instance {instance_id}") from None
-
-    def cluster(self, cluster_id: str) -> ClusterState:
-        found = self.clusters.get(cluster_id)
-        if found is None or found.status is ClusterStatus.DELETED:
-            raise NotFound(f"no cluster {cluster_id}", hint="list clusters to see their ids")
-        return found
-
-    def node(self, node_id: str) -> NodeState:
-        try:
-            return self.nodes[node_id]
-        except KeyError:
-            raise NotFound(f"no node {node_id}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class EngineStep:
-    state: EngineState
-    effects: tuple[Effect, ...] = ()
-    wake_at: Timestamp | None = None
-
-
-class Work:
-    """One input's worth of changes: a scratch copy of the state and the effects so far."""
-
-    def __init__(self, state: EngineState) -> None:
-        self.fleet = state.fleet
-        self.instances = dict(state.instances)
-        self.clusters = dict(state.clusters)
-        self.nodes = dict(state.nodes)
-        self.holds = dict(state.holds)
-        self.effects: list[Effect] = []
-
-    def done(self) -> EngineStep:
-        state = EngineState(
-            self.fleet,
-            MappingProxyType(self.instances),
-            MappingProxyType(self.clusters),
-            MappingProxyType(self.nodes),
-            MappingProxyType(self.holds),
-        )
-        return EngineStep(state, tuple(self.effects), next_wake(state))
-
-    def advance(self, instance_id: str, event: LifecycleEvent, now: Timestamp) -> None:
-        """Step one instance and keep the fleet in line with what its step decided."""
-        old = self.instances[instance_id]
-        result = lifecycle.step(old, event, now)
-        new = self.instances[instance_id] = result.state
-        self.effects.extend(result.effects)
-        self.fleet = follow_instance(self.fleet, old, new)
-        for effect in result.effects:
-            if isinstance(effect, ReleaseAllocation):
-                self._release(effect.allocation_id, old.host_id, now)
-
-    def advance_node(self, node_id: str, event: NodeEvent, now: Timestamp) -> None:
-        """Step one node and keep the fleet in line: its ticket, its allocation, its release."""
-        old = self.nodes[node_id]
-        result = nodes.node_step(old, event, now)
-        self._node_stepped(old, result.state, result.effects, now)
-
-    def _node_stepped(
-        self, old: NodeState, new: NodeState, effects: tuple[Effect, ...], now: Timestamp
-    ) -> None:
-        self.nodes[new.id] = new
-        self.effects.extend(effects)
-        self.fleet = follow_node(self.fleet, old, new)
-        for effect in effects:
-            if isinstance(effect, ReleaseAllocation):
-                self._release(effect.allocation_id, old.host_id, now)
-
-    def _release(self, allocation_id: str, host_id: str | None, now: Timestamp) -> None:
-        """Free the allocation's GPUs and start whoever waited for exactly those GPUs."""
-        try:
-            alloc = self.fleet.allocation(allocation_id, host_id)
-        except NotFound:
-            return  # released already (a replayed report)
-        waiting = [
-            a.subject_id
-            for a in self.fleet.hosts[alloc.host_id].allocations
-            if allocation_id in a.waits_for
-        ]
-        self.fleet = release(self.fleet, allocation_id, alloc.host_id)
-        for subject in waiting:
-            if subject in self.instances:
-                self.advance(subject, lifecycle.VictimReleased(allocation_id), now)
-            elif subject in self.nodes:
-                self.advance_node(subject, lifecycle.VictimReleased(allocation_id), now)
-
-    def carry_out(self, plan: Plan, now: Timestamp) -> None:
-        """Apply a scheduler plan to the fleet and to every instance it names."""
-        allocation_ids = {
-            p.subject_id: self._allocation_id(p.subject_id, now) for p in plan.placements
-        }
-        self.fleet = apply_plan(self.fleet, plan, now, allocation_ids)
-        for pre in plan.preemptions:
-            reclaimed = lifecycle.Reclaimed(pre.for_subject, pre.lost_gpu_s, pre.reason)
-            if pre.subject_id in self.instances:
-                self.advance(pre.subject_id, reclaimed, now)
-            elif pre.subject_id in self.nodes:
-                self.advance_node(pre.subject_id, reclaimed, now)
-        for placement in plan.placements:
-            allocation_id = allocation_ids[placement.subject_id]
-            placed = lifecycle.Placed(
-                allocation_id, placement.host_id, placement.gpu_indices, placement.waits_for
-            )
-            if placement.subject_id in self.instances:
-                self.advance(placement.subject_id, placed, now)
-            elif placement.subject_id in self.nodes:
-                self.advance_node(placement.subject_id, placed, now)
-
-    def _allocation_id(self, subject_id: str, now: Timestamp) -> str:
-        inst = self.instances.get(subject_id)
-        return allocation_id_for(subject_id, now, inst.placement_count if inst else 0)
-
-    def schedule(self, now: Timestamp, config: SchedulerConfig) -> None:
-        """A queue pass; with clusters, between a reconcile and a second one that reports."""
-        if self.clusters:
-            self.reconcile(now)
-        self.holds = active(self.holds, now)
-        self.carry_out(_queue_pass(self.fleet, now, config, self.holds), now)
-        if self.clusters:
-            self.reconcile(now)
-
-    def reconcile(self, now: Timestamp) -> None:
-        for cluster_id in sorted(self.clusters):
-            cluster = self.clusters[cluster_id]
-            mine = [n for n in self.nodes.values() if n.cluster_id == cluster_id]
-            self.apply_cluster_plan(cluster_reconcile.reconcile_cluster(cluster, mine, now), now)
-
-    def apply_cluster_plan(self, plan: ClusterPlan, now: Timestamp) -> None:
-        """New nodes join the queue, pending ones leave it, ready ones are drained."""
-        self.clusters[plan.cluster.id] = plan.cluster
-        for node in plan.new_nodes:
-            self.nodes[node.id] = node
-        for ticket in plan.tickets:
-            self.fleet = enqueue(self.fleet, ticket)
-        held: dict[str, str | None] = {}
-        for gone in plan.removed:
-            old = self.nodes[gone.id]
-            self.nodes[gone.id] = gone
-            if old.queued:
-                self.fleet = dequeue(self.fleet, gone.pool, {gone.id})
-            if old.allocation_id is not None:
-                held[old.allocation_id] = old.host_id
-        self.effects.extend(plan.effects)
-        for effect in plan.effects:
-            if isinstance(effect, ReleaseAllocation):
-                self._release(effect.allocation_id, held.get(effect.allocation_id), now)
-        for drain in plan.drains:
-            self.advance_node(drain.node_id, nodes.Leave(drain.reason), now)
-
-
 def state_from_instances(
     hosts: Iterable[Host],
     instances: Iterable[InstanceState],
@@ -240,7 +99,8 @@ def state_from_instances(
     nodes: Iterable[NodeState] = (),
 ) -> EngineState:
     """Rebuild the engine state from stored instances, clusters and nodes: the fleet snapshot is
-    derived, not stored.
+    derived, not stored, and so is the index (deadlines, the nodes of each cluster). O(n): the
+    leader pays it once, when it gains the lead.
 
     Allocations and tickets come from `fleet_sync.fleet_of`. Removed nodes and deleted clusters
     are history: left out.
@@ -249,39 +109,72 @@ def state_from_instances(
     live_nodes = {n.id: n for n in nodes if n.status is not _N.REMOVED}
     fleet = fleet_of(hosts, by_id.values(), live_nodes.values())
     live_clusters = {c.id: c for c in clusters if c.status is not ClusterStatus.DELETED}
-    return EngineState(
-        fleet,
-        MappingProxyType(by_id),
-        MappingProxyType(live_clusters),
-        MappingProxyType(live_nodes),
-    )
+    return EngineState(fleet, Map(by_id), Map(live_clusters), Map(live_nodes))
 
 
 def forget_history(state: EngineState) -> EngineState:
-    """The state without removed nodes and deleted clusters: they hold and owe nothing."""
-    return replace(
-        state,
-        clusters=MappingProxyType(
-            {k: c for k, c in state.clusters.items() if c.status is not ClusterStatus.DELETED}
-        ),
-        nodes=MappingProxyType(
-            {k: n for k, n in state.nodes.items() if n.status is not _N.REMOVED}
-        ),
-    )
+    """The state without removed nodes and deleted clusters: they hold and owe nothing.
+    O(nodes + clusters): it looks at every one (the shell calls it only when some went)."""
+    gone_nodes = [k for k, n in state.nodes.items() if n.status is _N.REMOVED]
+    gone_clusters = [k for k, c in state.clusters.items() if c.status is ClusterStatus.DELETED]
+    if not gone_nodes and not gone_clusters:
+        return state
+    nodes = _without(as_map(state.nodes), gone_nodes)
+    by_cluster = state.index.cluster_nodes
+    m = by_cluster.mutate()
+    for node_id in gone_nodes:
+        cluster_id = state.nodes[node_id].cluster_id
+        left = m[cluster_id] - {node_id}
+        if left:
+            m[cluster_id] = left
+        else:
+            del m[cluster_id]
+    by_cluster = m.finish()
+    index = replace(state.index, nodes=nodes, cluster_nodes=by_cluster)  # removed: no deadline
+    clusters = _without(as_map(state.clusters), gone_clusters)
+    return replace(state, clusters=clusters, nodes=nodes, index=index)
 
 
-def _queue_pass(
-    fleet: FleetSnapshot,
-    now: Timestamp,
-    config: SchedulerConfig,
-    holds: Mapping[PoolKey, OnDemandHold],
-) -> Plan:
-    """`queue.schedule_queue`, less the pools whose queue is empty (they have nothing to place,
-    and looking at their free hosts on every call is most of a large fleet's cost)."""
-    plan = Plan()
-    for pool in sorted(p for p, queue in fleet.queues.items() if queue):
-        plan = plan.merged(schedule_pool(fleet, pool, now, config, holds.get(pool)))
-    return plan
+def forget_instances(state: EngineState, instance_ids: Iterable[str]) -> EngineState:
+    """The state without these instances, which must have left `LIVE` (stopped, succeeded,
+    failed, deleted; a live one raises Conflict): such an instance holds no GPUs, no ticket and
+    no open deadline, so it is only a map entry. Ids not in the state are skipped. O(k · log n).
+    (INTERRUPTED counts as live: within a step it is on its way to QUEUED or STOPPED; one left
+    INTERRUPTED, without auto-requeue, holds nothing either but stays, as the store loads it.)
+
+    The leader calls it after committing a step, so that finished work leaves the live state
+    and no decision costs more as history grows; `adopt` brings one back."""
+    gone = [i for i in dict.fromkeys(instance_ids) if i in state.instances]
+    live = [i for i in gone if state.instances[i].status in LIVE]
+    if live:
+        raise Conflict(f"instances still live cannot be forgotten: {', '.join(sorted(live))}")
+    if not gone:
+        return state
+    instances = _without(as_map(state.instances), gone)
+    return replace(state, instances=instances, index=replace(state.index, instances=instances))
+
+
+def adopt(state: EngineState, instance: InstanceState) -> EngineState:
+    """The state with one instance loaded from the store that is not live (a stopped one the
+    user resumes, a finished one the user deletes): it holds no GPUs and no ticket, so it is
+    only a map insert, O(log n). A live instance must come with the rebuild
+    (`state_from_instances`), which derives its allocation or ticket."""
+    if instance.id in state.instances:
+        raise Conflict(f"instance {instance.id} already exists")
+    if instance.status in LIVE:
+        raise InvalidRequest(
+            f"instance {instance.id} is {instance.status}: only an instance that is not live "
+            "can be adopted (a live one is part of the rebuild)"
+        )
+    instances = as_map(state.instances).set(instance.id, instance)
+    return replace(state, instances=instances, index=replace(state.index, instances=instances))
+
+
+def _without(m: Map[str, _V], keys: Iterable[str]) -> Map[str, _V]:
+    draft = m.mutate()
+    for key in keys:
+        draft.pop(key, None)
+    return draft.finish()
 
 
 def launch(
@@ -340,17 +233,49 @@ def report(
     return work.done()
 
 
-def tick(
-    state: EngineState, now: Timestamp, config: SchedulerConfig = DEFAULT_CONFIG
+def report_many(
+    state: EngineState,
+    events: Sequence[tuple[str, LifecycleEvent]],
+    now: Timestamp,
+    config: SchedulerConfig = DEFAULT_CONFIG,
 ) -> EngineStep:
-    """Deadlines that are due (SIGKILL at the end of grace), then a queue pass."""
+    """Several reports at the same `now` (a poll of the runtime), then one queue pass.
+
+    The result is that of `report` called for each in turn, except for the queue passes in
+    between: GPUs freed by one report are placed once, at the end, not after each report (with
+    an empty queue, and no clusters, the two are the same). Ids not in the state are skipped
+    (a report about an instance that left, not an error). Cost: the reports' own, plus one pass.
+    """
     work = Work(state)
-    for inst in sorted(state.instances.values(), key=lambda i: i.id):
-        if inst.deadline is not None and inst.deadline <= now:
-            work.advance(inst.id, lifecycle.DeadlineCheck(), now)
-    for node in sorted(work.nodes.values(), key=lambda n: n.id):
-        if node.status is _N.CORDONED and node.deadline is not None and node.deadline <= now:
-            work.advance_node(node.id, lifecycle.DeadlineCheck(), now)
+    for instance_id, event in events:
+        if instance_id in work.instances:
+            work.advance(instance_id, event, now)
+    work.schedule(now, config)
+    return work.done()
+
+
+def tick(
+    state: EngineState,
+    now: Timestamp,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+    reports: Sequence[tuple[str, LifecycleEvent]] = (),
+) -> EngineStep:
+    """What the runtime reported (as `report_many`), deadlines that are due (SIGKILL at the
+    end of grace), then one queue pass: a server's tick is one Work and one pass.
+
+    Only the due entries of the index are looked at: O(draining) to find them, not O(live).
+    The order is fixed (reports as given, instances due by id, then nodes by id), so that a run
+    reproduces exactly."""
+    work = Work(state)
+    for instance_id, event in reports:
+        if instance_id in work.instances:
+            work.advance(instance_id, event, now)
+    due = sorted(i for i, at in work.instance_deadlines.items() if at <= now)
+    for instance_id in due:
+        work.advance(instance_id, lifecycle.DeadlineCheck(), now)
+    nodes_due = sorted(n for n, at in work.node_deadlines.items() if at <= now)
+    for node_id in nodes_due:
+        work.advance_node(node_id, lifecycle.DeadlineCheck(), now)
     work.schedule(now, config)
     return work.done()
 
@@ -363,24 +288,8 @@ def refused(
     config: SchedulerConfig = DEFAULT_CONFIG,
 ) -> EngineStep:
     """An on-demand request for `gpus` in `pool` was refused (`launch` raised
-    InsufficientCapacity): hold the pool for the customer's retry (`core.holds`)."""
+    InsufficientCapacity): hold the pool for the customer's retry (`core.holds`). It touches
+    no record: holds are not stored."""
     holds = with_refusal(state.holds, pool, gpus, now, config.on_demand_hold_s)
-    new = replace(state, holds=MappingProxyType(holds))
-    return EngineStep(new, (), next_wake(new))
-
-
-def next_wake(state: EngineState) -> Timestamp | None:
-    """The earliest grace deadline still open, or the end of a hold (its GPUs go back to the
-    queue then): when `tick` must run at the latest."""
-    deadlines = [
-        i.deadline
-        for i in state.instances.values()
-        if i.deadline is not None and i.status in DRAINING
-    ]
-    deadlines += [
-        n.deadline
-        for n in state.nodes.values()
-        if n.deadline is not None and n.status is _N.CORDONED
-    ]
-    deadlines += [hold.until for hold in state.holds.values()]
-    return min(deadlines, default=None)
+    new = replace(state, holds=Map(holds))
+    return EngineStep(new, (), next_wake(new), NOTHING)

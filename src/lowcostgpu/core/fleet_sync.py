@@ -15,7 +15,13 @@ from dataclasses import replace
 
 from lowcostgpu.core.instance_state import DRAINING, InstanceState
 from lowcostgpu.core.nodes import NodeState, allocation_of_node, ticket_for_node
-from lowcostgpu.core.snapshot import FleetSnapshot, dequeue, enqueue, placed_at, update_allocation
+from lowcostgpu.core.snapshot import (
+    FleetSnapshot,
+    dequeue_tickets,
+    enqueue,
+    placed_at,
+    update_allocation,
+)
 from lowcostgpu.core.state import Ticket
 from lowcostgpu.domain.capacity import Allocation, Host
 from lowcostgpu.domain.status import InstanceStatus, NodeStatus
@@ -44,7 +50,11 @@ def follow_instance(fleet: FleetSnapshot, old: InstanceState, new: InstanceState
     if new.status is _I.QUEUED and old.status is not _I.QUEUED:
         fleet = enqueue(fleet, ticket_for(new))
     elif old.status is _I.QUEUED and new.status in (_I.STOPPED, _I.DELETED):
-        fleet = dequeue(fleet, new.pool, {new.id})
+        fleet = dequeue_tickets(fleet, [ticket_for(old)])
+    elif old.status is _I.QUEUED and new.status is _I.QUEUED and old is not new:
+        ticket = ticket_for(new)
+        if ticket != ticket_for(old):  # a checkpoint reported while queued: its history moved
+            fleet = enqueue(dequeue_tickets(fleet, [ticket_for(old)]), ticket)
     if new.allocation_id is not None:
         fleet = _follow_allocation(fleet, new)
     return fleet
@@ -58,6 +68,7 @@ def _follow_allocation(fleet: FleetSnapshot, inst: InstanceState) -> FleetSnapsh
     alloc = fleet.allocation(inst.allocation_id, inst.host_id)
     wanted = replace(
         alloc,
+        capacity_class=inst.capacity_class,  # a queue placement is made as interruptible
         draining=alloc.draining or inst.status in DRAINING,
         last_checkpoint_at=inst.last_checkpoint_at,
         last_interrupted_at=inst.last_interrupted_at,
@@ -71,7 +82,7 @@ def follow_node(fleet: FleetSnapshot, old: NodeState, new: NodeState) -> FleetSn
     """The fleet after one step of a node (its releases aside): a node placed or gone leaves the
     queue; its allocation drains once it is cordoned and keeps its interruption time."""
     if old.queued and not new.queued and new.allocation_id is None:
-        fleet = dequeue(fleet, new.pool, {new.id})
+        fleet = dequeue_tickets(fleet, [ticket_for_node(old)])
     if new.allocation_id is not None:
         alloc = fleet.allocation(new.allocation_id, new.host_id)
         wanted = replace(

@@ -18,10 +18,19 @@ from lowcostgpu.core.effects import Effect, EmitEvent, ReleaseAllocation
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import Reason
-from lowcostgpu.domain.status import INSTANCE_TRANSITIONS, InstanceStatus, check_transition
+from lowcostgpu.domain.status import (
+    INSTANCE_TRANSITIONS,
+    LIVE_INSTANCE_STATUSES,
+    InstanceStatus,
+    check_transition,
+)
 
 _I = InstanceStatus
 DRAINING = frozenset({_I.INTERRUPTING, _I.STOPPING})
+# The statuses of the instances the engine's live state keeps (`domain.status`, the one
+# definition, shared with the store's live query). An instance outside them holds no GPUs, no
+# ticket and no open deadline, so it may leave the state (`engine.forget_instances`).
+LIVE = LIVE_INSTANCE_STATUSES
 
 
 @dataclass(frozen=True, slots=True)

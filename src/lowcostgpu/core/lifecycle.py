@@ -266,6 +266,7 @@ def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> Result:
         reason=ev.reason,
         last_checkpoint_step=s.last_checkpoint_step,
         restart_count=s.restart_count,
+        gpu_type=s.pool.gpu_type,  # statistics per GPU type read the event alone
     )
     message = preempted_message(ev.for_subject, s.grace_period_s, ev.reason)
     return _begin_drain(s, instance_event(s, Reason.PREEMPTED, message, now, **data), now)

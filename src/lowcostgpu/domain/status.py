@@ -92,6 +92,18 @@ INSTANCE_TRANSITIONS: Mapping[InstanceStatus, frozenset[InstanceStatus]] = {
 # Statuses in which an instance holds GPUs (and so has an allocation).
 INSTANCE_HOLDS_GPUS = frozenset({_I.STARTING, _I.RUNNING, _I.INTERRUPTING, _I.STOPPING})
 
+LIVE_INSTANCE_STATUSES: frozenset[InstanceStatus] = frozenset(
+    {_I.QUEUED, _I.STARTING, _I.RUNNING, _I.INTERRUPTING, _I.STOPPING, _I.INTERRUPTED}
+)
+"""The statuses of the instances the leader keeps in memory (`Store.live_instances()`).
+
+Those the scheduler and the lifecycle still act on: waiting, holding GPUs or draining — and
+INTERRUPTED too, which may be about to auto-requeue (it is few rows, so cheap to keep). Stopped,
+succeeded, failed and deleted instances change only by a user's request, which reads its one row;
+leaving them out keeps the leader's load O(live), however long the history grows. The SQL store's
+partial index `ix_instances_active` covers exactly these (its predicate is written from this set).
+"""
+
 
 class NodeStatus(StrEnum):
     PENDING = "pending"

@@ -10,7 +10,7 @@ a crash is carried out again, which is safe because every effect is idempotent b
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal, Protocol
@@ -20,13 +20,12 @@ from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import Timestamp
-from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.webhooks import (
-    WebhookAttempt,
-    WebhookChanges,
-    WebhookDelivery,
-    WebhookEndpoint,
-)
+from lowcostgpu.domain.status import InstanceStatus
+from lowcostgpu.ports.records import EventRecord as EventRecord
+from lowcostgpu.ports.records import WebhookAttempt as WebhookAttempt
+from lowcostgpu.ports.records import WebhookChanges as WebhookChanges
+from lowcostgpu.ports.records import WebhookDelivery as WebhookDelivery
+from lowcostgpu.ports.records import WebhookEndpoint as WebhookEndpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,22 +66,6 @@ class OutboxEntry:
     payload: Mapping[str, Any]
     created_at: Timestamp
     attempts: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class EventRecord:
-    """An immutable event; `key` deduplicates an event written twice after a crash."""
-
-    key: str
-    at: Timestamp
-    account_id: str
-    object_kind: str
-    object_id: str
-    type: EventType
-    reason: Reason
-    message: str
-    data: Mapping[str, Any] = field(default_factory=dict)
-    seq: int | None = None  # assigned by the store: the order of events
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +177,33 @@ class Store(Protocol):
         """One instance (deleted ones too); `NotFound` if there is none."""
         ...
 
+    def live_instances(self) -> list[StoredInstance]:
+        """The instances whose status is in `LIVE_INSTANCE_STATUSES`, by id, with their versions.
+
+        What the leader loads once when it gains the lead. The SQL store reads them through a
+        partial index on exactly those statuses, so it costs O(live instances) whatever the
+        number of finished and deleted ones."""
+        ...
+
+    def instances_page(
+        self,
+        account_id: str,
+        *,
+        limit: int,
+        before: tuple[Timestamp, str] | None = None,
+        statuses: frozenset[InstanceStatus] | None = None,
+        include_deleted: bool = False,
+    ) -> list[StoredInstance]:
+        """One page of an account's instances, newest first: by (created_at, id) descending.
+
+        At most `limit` of them, each strictly before `before` — the (created_at, id) of the
+        previous page's last instance — so pages neither skip nor repeat an instance however many
+        are launched meanwhile. `statuses` keeps only those; deleted instances only with
+        `include_deleted` (or when `statuses` names DELETED). Another account's instances are
+        never read. The SQL store walks an index on (account_id, created_at, id): O(limit) rows
+        (plus the skipped ones when a status filter is selective), not O(the account's rows)."""
+        ...
+
     def pending_outbox(self, limit: int = 1000) -> list[OutboxEntry]:
         """Effects not yet done, oldest first."""
         ...
@@ -235,7 +245,17 @@ class Store(Protocol):
 
     def usage(self, *, account_id: str | None = None) -> list[UsageRecord]: ...
 
-    def metered_through(self) -> dict[MeterKey, Timestamp]: ...
+    def metered_through(
+        self, subject_ids: Collection[str] | None = None
+    ) -> dict[MeterKey, Timestamp]:
+        """Up to when each subject's usage is in the store (of `subject_ids` only, if given: a
+        read by key, so the live state loads the watermarks it needs, not the history's)."""
+        ...
+
+    def metering_watermark(self) -> Timestamp | None:
+        """The latest watermark of any subject (None before the first record): a takeover
+        looks for usage still to meter in the events since then."""
+        ...
 
     def volumes(self, account_id: str | None = None) -> list[VolumeRecord]: ...
 

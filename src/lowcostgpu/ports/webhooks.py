@@ -12,79 +12,16 @@ must see that it lost (`StaleWrite`) rather than silently undo the other's write
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from lowcostgpu.domain.capacity import Timestamp
-
-if TYPE_CHECKING:
-    from lowcostgpu.ports.store import EventRecord
-
-EndpointStatus = Literal["enabled", "disabled", "deleted"]
-DeliveryStatus = Literal["pending", "delivered"]
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookEndpoint:
-    """Where an account's events go. `reasons` empty: every event. `secret` never leaves the
-    server after creation (responses and logs show `id` and `url` only)."""
-
-    id: str
-    account_id: str
-    url: str
-    secret: str
-    created_at: Timestamp
-    reasons: tuple[str, ...] = ()
-    status: EndpointStatus = "enabled"
-    disabled_reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookDelivery:
-    """One event (or test message) for one endpoint; `message_id` is the stable `webhook-id`."""
-
-    id: str
-    endpoint_id: str
-    account_id: str
-    message_id: str
-    seq: int  # the event's seq: deliveries to an endpoint go out in this order (0: a test)
-    payload: Mapping[str, Any]
-    created_at: Timestamp
-    next_attempt_at: Timestamp
-    status: DeliveryStatus = "pending"
-    attempts: int = 0
-    first_failure_at: Timestamp | None = None
-    delivered_at: Timestamp | None = None
-    last_error: str = ""
-    # The stored row's version when this was read (0: not stored yet). A write of the delivery
-    # lands only if the row is still at it, and leaves it at version + 1; otherwise `StaleWrite`.
-    version: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookAttempt:
-    """One try of a delivery: what the endpoint answered (or why it could not be reached)."""
-
-    delivery_id: str
-    n: int  # 1, 2, …: unique per delivery
-    at: Timestamp
-    status_code: int | None
-    latency_ms: int
-    response_excerpt: str = ""  # at most 1 KB
-    error: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookChanges:
-    """The webhook part of a store commit: endpoints upserted by id; deliveries written at the
-    version they carry (0: inserted, the id must be new; else updated only if the stored row is
-    still at that version, or the whole commit is a `StaleWrite`); attempts inserted unless
-    (delivery, n) exists."""
-
-    endpoints: tuple[WebhookEndpoint, ...] = ()
-    deliveries: tuple[WebhookDelivery, ...] = ()
-    attempts: tuple[WebhookAttempt, ...] = field(default_factory=tuple)
+from lowcostgpu.ports.records import DeliveryStatus as DeliveryStatus
+from lowcostgpu.ports.records import EndpointStatus as EndpointStatus
+from lowcostgpu.ports.records import EventRecord as EventRecord
+from lowcostgpu.ports.records import WebhookAttempt as WebhookAttempt
+from lowcostgpu.ports.records import WebhookChanges as WebhookChanges
+from lowcostgpu.ports.records import WebhookDelivery as WebhookDelivery
+from lowcostgpu.ports.records import WebhookEndpoint as WebhookEndpoint
 
 
 def event_payload(e: EventRecord, seq: int) -> dict[str, Any]:

@@ -16,16 +16,17 @@ the pool for the customer's retry, as the server does. The server's hold lasts
 is made to last until a placement in the pool ends it (the same effect, without a retry event
 every few minutes for days).
 
-Instances that have finished are taken out of the engine state (the server would archive them):
-every engine call copies the live instances, so keeping the dead ones would make each call slower
-as the run goes on.
+Instances that have finished leave the engine state with `engine.forget_instances`, as they
+leave the server's live state: the engine costs O(what a decision touches), and its state stays
+the size of the live work, so an event costs the same however long the run and however many
+jobs have been alive before. The runner keeps its own per-event cost the same way: no scan or
+copy of every live instance per event (the final result is the one O(jobs) step).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
@@ -38,6 +39,7 @@ from lowcostgpu.core.effects import (
     StartWorkload,
 )
 from lowcostgpu.core.engine import EngineState, EngineStep, LaunchSpec
+from lowcostgpu.core.instance_state import LIVE
 from lowcostgpu.core.lifecycle import (
     CheckpointReported,
     InstanceState,
@@ -119,6 +121,7 @@ class Simulation:
         self.heap: EventHeap[Payload] = EventHeap()
         self.workloads: dict[str, Workload] = {}
         self.archive: dict[str, InstanceState] = {}
+        self.launched: dict[str, None] = {}  # ids in the order the engine took them in
         self.owner: dict[str, str] = {}  # allocation id -> job id, while its workload runs
         self.waiting: dict[PoolKey, list[str]] = {}  # refused on-demand requests, FIFO
         self.retry_due: set[PoolKey] = set()
@@ -151,7 +154,9 @@ class Simulation:
                 self.on_progress(self.heap.now)
         end = horizon if horizon is not None else self.heap.now
         self._account(end)
-        instances = {**self.archive, **self.state.instances}
+        live = self.state.instances
+        # Archived first (in the order they finished), then the live ones in launch order.
+        instances = {**self.archive, **{i: live[i] for i in self.launched if i in live}}
         return SimResult(
             trace=self.trace,
             policy=self.config.policy.name,
@@ -217,6 +222,7 @@ class Simulation:
             self.rejected[job_id] = exc.message
             return True
         self.engine_calls += 1
+        self.launched[job_id] = None
         wl.launched_at = now
         self.reclaims.measure(
             before, spec, step, now, self.config, self._loss_if_noticed_s, self._gpus_of
@@ -325,15 +331,13 @@ class Simulation:
         self._capacity_changed(job.pool, now)
 
     def _archive_finished(self) -> None:
-        done = set(self.finished)
+        """Finished instances leave the engine state: O(finished · log n)."""
+        live = self.state.instances
+        done = [i for i in dict.fromkeys(self.finished) if i in live and live[i].status not in LIVE]
         self.finished.clear()
-        kept: dict[str, InstanceState] = {}
-        for instance_id, inst in self.state.instances.items():
-            if instance_id in done:
-                self.archive[instance_id] = inst
-            else:
-                kept[instance_id] = inst
-        self.state = replace(self.state, instances=MappingProxyType(kept))
+        for instance_id in done:
+            self.archive[instance_id] = self.state.instances[instance_id]
+        self.state = engine.forget_instances(self.state, done)
 
     # --- What simulated workloads do --------------------------------------------------------
 

@@ -70,7 +70,7 @@ class K8sWorld:
 
     def cluster(self, desired: int = 4, grace_s: int = 4) -> str:
         request = ClusterRequest("acme", "a100-sxm4", 4, 1, desired, grace_period_s=grace_s)
-        return self.plane.create_cluster(request).cluster.id
+        return self.plane.clusters.create_cluster(request).cluster.id
 
     def on_demand(self, gpus: int = 4) -> str:
         request = LaunchRequest(
@@ -79,7 +79,7 @@ class K8sWorld:
         return self.plane.launch(request).state.id
 
     def node_names(self, cluster_id: str, compute_class: str | None = None) -> list[str]:
-        view = self.plane.get_cluster(cluster_id)
+        view = self.plane.clusters.get_cluster(cluster_id)
         return [
             node_name(n.id)
             for n in view.nodes

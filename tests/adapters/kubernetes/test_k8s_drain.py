@@ -65,7 +65,7 @@ def test_nodes_join_labelled_tainted_with_gpu_capacity(world: K8sWorld) -> None:
     assert p.metadata.labels[CLUSTER_LABEL] == c
     assert ours(p) == [(PREEMPTIBLE_TAINT.key, PREEMPTIBLE_TAINT.value, PREEMPTIBLE_TAINT.effect)]
     assert p.status.capacity[GPU_RESOURCE] == "4"
-    view = world.plane.get_cluster(c)
+    view = world.plane.clusters.get_cluster(c)
     assert view.allocated_preemptible_gpus == live_preemptible_gpus(world, c) == 4
     world.plane.tick()  # carried out again (a replayed effect): nothing changes
     assert len(world.node_names(c)) == 2 and world.node(preemptible) is not None
@@ -113,7 +113,7 @@ def test_reclaim_cordons_fires_preempted_evicts_with_grace_then_deletes_the_node
         "train-0": 3,
         "train-1": 1,
     }
-    assert world.plane.get_cluster(c).allocated_preemptible_gpus == 0
+    assert world.plane.clusters.get_cluster(c).allocated_preemptible_gpus == 0
 
     def node_gone() -> bool:
         if world.node(node) is not None:
@@ -180,11 +180,11 @@ def test_refill_creates_nodes_toward_the_target_and_allocated_counts_live_ones(
     od = world.on_demand(4)
     world.plane.tick()
     tick_until(world, lambda: world.node(old) is None, what="the reclaimed node deleted")
-    assert world.plane.get_cluster(c).allocated_preemptible_gpus == 0
+    assert world.plane.clusters.get_cluster(c).allocated_preemptible_gpus == 0
     assert live_preemptible_gpus(world, c) == 0
     tick_until(world, lambda: world.store.instance(od).state.status is InstanceStatus.RUNNING)
     world.plane.stop(od)  # capacity comes back: the target is met again by a new Node
-    tick_until(world, lambda: world.plane.get_cluster(c).allocated_preemptible_gpus == 4,
+    tick_until(world, lambda: world.plane.clusters.get_cluster(c).allocated_preemptible_gpus == 4,
                what="the refill")  # fmt: skip
     world.plane.tick()
     (new,) = world.node_names(c, "preemptible")

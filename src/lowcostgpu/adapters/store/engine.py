@@ -107,3 +107,14 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_begin(conn: sa.Connection) -> None:
     writes = conn.get_execution_options().get(WRITE, False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+def lead_path(db: Path) -> Path:
+    """The file whose lock is the single-writer lead of the SQLite database `db`."""
+    return db.with_name(db.name + ".lead")
+
+
+def remove_sqlite_files(path: Path) -> None:
+    """Leave no partial state behind when a fresh database could not be set up."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        p.unlink(missing_ok=True)

@@ -3,6 +3,10 @@
 An update must find its row at the expected version (`UPDATE ... WHERE id = ? AND version = ?`
 hits exactly one row), a new instance must not exist yet; otherwise `StaleWrite` is raised and
 `SqlStore.commit` rolls the whole transaction back.
+
+The reads the served control plane makes as it grows are bounded by an index each:
+`live_instances` by the partial index on the live statuses (O(live rows)), `page` by
+(account_id, created_at, id) (O(limit) rows of one account).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import sqlalchemy as sa
 
 from lowcostgpu.adapters.store import rows
 from lowcostgpu.adapters.store import schema as t
+from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound, StaleWrite
+from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.store import InstanceWrite, StoredInstance
 
 Insert = Callable[[sa.Table], Any]  # an INSERT that knows ON CONFLICT, for the dialect
@@ -58,3 +64,39 @@ def instance(conn: sa.Connection, instance_id: str) -> StoredInstance:
     if found is None:
         raise NotFound(f"no instance {instance_id}", hint="list instances to see their ids")
     return rows.stored_instance(found)
+
+
+def live_instances(conn: sa.Connection, text: Text) -> list[StoredInstance]:
+    """The live instances, by id. The filter is the partial index's own predicate, as text, so
+    the planner sees the index covers it (a bound IN list would not prove that to SQLite)."""
+    q = sa.select(t.instances).where(sa.text(t.ACTIVE_PREDICATE))
+    q = q.order_by(text(t.instances.c.id))
+    return [rows.stored_instance(r) for r in conn.execute(q).mappings()]
+
+
+def page(
+    conn: sa.Connection,
+    text: Text,
+    account_id: str,
+    limit: int,
+    before: tuple[Timestamp, str] | None,
+    statuses: frozenset[InstanceStatus] | None,
+    include_deleted: bool,
+) -> list[StoredInstance]:
+    """One account's instances by (created_at, id) descending, strictly before `before`.
+
+    `created_at <= c` is said on its own beside the (created_at, id) comparison so that the
+    index range starts at the cursor even where the id's comparison is by code point (`text`,
+    a collation the index does not have on PostgreSQL): the walk then reads the page's rows and
+    only the ties on created_at, never the newer rows of the account."""
+    c = t.instances.c
+    q = sa.select(t.instances).where(c.account_id == account_id)
+    if before is not None:
+        at, last_id = before
+        q = q.where(c.created_at <= at, sa.or_(c.created_at < at, text(c.id) < last_id))
+    if statuses is not None:
+        q = q.where(c.status.in_(sorted(s.value for s in statuses)))
+    elif not include_deleted:
+        q = q.where(c.status != rows.DELETED)
+    q = q.order_by(c.created_at.desc(), text(c.id).desc()).limit(limit)
+    return [rows.stored_instance(r) for r in conn.execute(q).mappings()]

@@ -12,16 +12,16 @@ The lead lock is per object: a memory store lives in one process, so one object 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Collection, Sequence
 from decimal import Decimal
 from typing import Any
 
-from lowcostgpu.adapters.store import cluster_rows, rows
+from lowcostgpu.adapters.store import cluster_rows, memory_rows, rows
 from lowcostgpu.adapters.store.webhook_rows import delivery_order
 from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound, StaleWrite
+from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.store import (
     AccountRecord,
     ApiKeyRecord,
@@ -34,13 +34,7 @@ from lowcostgpu.ports.store import (
     StoredNode,
     VolumeRecord,
 )
-from lowcostgpu.ports.webhooks import (
-    WebhookAttempt,
-    WebhookChanges,
-    WebhookDelivery,
-    WebhookEndpoint,
-    fan_out,
-)
+from lowcostgpu.ports.webhooks import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 _Row = dict[str, Any]
 
@@ -62,7 +56,7 @@ class MemoryStore:
         self._clusters: dict[str, _Row] = {}
         self._nodes: dict[str, _Row] = {}
         self._leader: str | None = None
-        self._webhooks = _Webhooks()
+        self._webhooks = memory_rows.Webhooks()
 
     def commit(self, commit: Commit) -> None:
         rows.check_commit(commit)
@@ -162,6 +156,26 @@ class MemoryStore:
             raise NotFound(f"no instance {instance_id}", hint="list instances to see their ids")
         return rows.stored_instance(row)
 
+    def live_instances(self) -> list[StoredInstance]:
+        with self._mutex:
+            found = memory_rows.live(self._instances.values())
+        return [rows.stored_instance(r) for r in found]
+
+    def instances_page(
+        self,
+        account_id: str,
+        *,
+        limit: int,
+        before: tuple[Timestamp, str] | None = None,
+        statuses: frozenset[InstanceStatus] | None = None,
+        include_deleted: bool = False,
+    ) -> list[StoredInstance]:
+        with self._mutex:
+            found = memory_rows.page(
+                self._instances.values(), account_id, limit, before, statuses, include_deleted
+            )
+        return [rows.stored_instance(r) for r in found]
+
     def pending_outbox(self, limit: int = 1000) -> list[OutboxEntry]:
         if limit <= 0:
             return []
@@ -215,9 +229,18 @@ class MemoryStore:
         found.sort(key=lambda r: (r["interval_start"], r["subject_id"], r["kind"]))
         return [rows.usage_record(r) for r in found]
 
-    def metered_through(self) -> dict[MeterKey, Timestamp]:
+    def metered_through(
+        self, subject_ids: Collection[str] | None = None
+    ) -> dict[MeterKey, Timestamp]:
         with self._mutex:
-            return dict(self._metered)
+            if subject_ids is None:
+                return dict(self._metered)
+            wanted = set(subject_ids)
+            return {k: at for k, at in self._metered.items() if k[0] in wanted}
+
+    def metering_watermark(self) -> Timestamp | None:
+        with self._mutex:
+            return max(self._metered.values(), default=None)
 
     def volumes(self, account_id: str | None = None) -> list[VolumeRecord]:
         with self._mutex:
@@ -347,35 +370,3 @@ class MemoryStore:
     def close(self) -> None:
         with self._mutex:
             self._leader = None
-
-
-class _Webhooks:
-    """The webhook records (immutable values, kept as they are)."""
-
-    def __init__(self) -> None:
-        self.endpoints: dict[str, WebhookEndpoint] = {}
-        self.deliveries: dict[str, WebhookDelivery] = {}
-        self.attempts: dict[tuple[str, int], WebhookAttempt] = {}
-
-    def deliveries_after(
-        self, changes: WebhookChanges, new_events: list[tuple[EventRecord, int]]
-    ) -> dict[str, WebhookDelivery]:
-        """The deliveries a commit writes, each at its new version: the ones it carries, then
-        those its new events fan out to (to the endpoints as of after it, as the SQL store does);
-        `StaleWrite` with nothing changed if one is not at the version it was read at."""
-        eps = list({**self.endpoints, **{e.id: e for e in changes.endpoints}}.values())
-        fanned = [d for e, seq in new_events for d in fan_out(eps, e, seq)]
-        after: dict[str, WebhookDelivery] = {}
-        for d in (*changes.deliveries, *fanned):
-            found = after.get(d.id) or self.deliveries.get(d.id)
-            if (0 if found is None else found.version) != d.version:
-                raise cluster_rows.stale("webhook delivery", d.id, d.version or None)
-            after[d.id] = replace(d, version=d.version + 1)
-        return after
-
-    def write(self, changes: WebhookChanges, deliveries: dict[str, WebhookDelivery]) -> None:
-        """Write what `deliveries_after` checked: nothing here can fail."""
-        self.endpoints.update((e.id, e) for e in changes.endpoints)
-        self.deliveries.update(deliveries)
-        for a in changes.attempts:
-            self.attempts.setdefault((a.delivery_id, a.n), a)

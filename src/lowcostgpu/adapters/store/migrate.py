@@ -14,8 +14,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 
-from lowcostgpu.adapters.store.engine import WRITE
+from lowcostgpu.adapters.store.engine import WRITE, Target
+from lowcostgpu.adapters.store.errors import StoreUnavailable
 from lowcostgpu.adapters.store.locks import advisory_key
 
 SCRIPT_LOCATION = str(files("lowcostgpu.adapters.store").joinpath("migrations"))
@@ -43,3 +45,14 @@ def upgrade_to_head(engine: sa.Engine) -> None:
             key = advisory_key("migrate", conn)
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
         command.upgrade(alembic_config(conn), "head")
+
+
+def migrate_or_refuse(engine: sa.Engine, target: Target) -> None:
+    """`upgrade_to_head`, or `StoreUnavailable` for a database this version cannot migrate."""
+    try:
+        upgrade_to_head(engine)
+    except CommandError as e:
+        raise StoreUnavailable(
+            f"cannot bring the database at {target.shown} to this version's schema: {e}",
+            hint="the database was probably written by a newer lowcostgpu; upgrade this one",
+        ) from None

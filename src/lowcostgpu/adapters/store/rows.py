@@ -60,8 +60,15 @@ def check_commit(commit: Commit) -> None:
 
 
 def new_instance_row(w: InstanceWrite) -> dict[str, Any]:
+    """A new instance's row; `created_at` is its launch's, set once (updates never change it)."""
     assert w.launch is not None  # check_commit refused it otherwise
-    return {**instance_row(w.state), "version": 1, "launch": codec.dumps(w.launch)}
+    launch = codec.dumps(w.launch)
+    return {
+        **instance_row(w.state),
+        "version": 1,
+        "launch": launch,
+        "created_at": w.launch.created_at,
+    }
 
 
 def instance_row(state: InstanceState) -> dict[str, Any]:

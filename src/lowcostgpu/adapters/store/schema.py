@@ -6,8 +6,12 @@ integer seconds since the epoch (the core's `Timestamp`), never database clock v
 never reads the time.
 
 - instances: the lifecycle state as JSON (see `codec`), its launch record, and the version that
-  optimistic concurrency checks. `account_id` and `status` are copied out of the JSON for queries;
-  a partial index covers the instances that are not deleted (what `instances()` returns).
+  optimistic concurrency checks. `account_id`, `status` and the launch's `created_at` (migration
+  0008) are copied out of the JSON for queries. Partial indexes cover the instances that are not
+  deleted (`ix_instances_live`: what `instances()` returns) and the live ones
+  (`ix_instances_active`, 0008: what `live_instances()` returns); `ix_instances_account_created`
+  (account_id, created_at, id; 0008) gives one account's instances in page order
+  (`instances_page()`).
 - outbox: effects to carry out; `position` is the insertion order, `done_at` NULL while pending
   (a partial index keeps the pending ones cheap to find however long the history grows).
 - events: append-only; `seq` is assigned by the store, strictly increasing in commit order;
@@ -30,10 +34,19 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from lowcostgpu.domain.status import LIVE_INSTANCE_STATUSES
+
 # SQLite autoincrements only an INTEGER PRIMARY KEY (a BIGINT one is not a rowid alias).
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 metadata = sa.MetaData()
+
+# The live statuses as SQL (`LIVE_INSTANCE_STATUSES`, sorted): the predicate of the partial index
+# `ix_instances_active`, and the very text `Store.live_instances()` filters by, so that the
+# planners (SQLite's above all) see that the index covers the query.
+ACTIVE_PREDICATE = "status IN ({})".format(
+    ", ".join(f"'{s.value}'" for s in sorted(LIVE_INSTANCE_STATUSES))
+)
 
 instances = sa.Table(
     "instances",
@@ -44,12 +57,21 @@ instances = sa.Table(
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("launch", sa.Text, nullable=False),
+    # The launch record's created_at (migration 0008; its upgrade filled the older rows).
+    sa.Column("created_at", sa.BigInteger, nullable=False, server_default="0"),
     sa.Index(
         "ix_instances_live",
         "id",
         sqlite_where=sa.text("status <> 'deleted'"),
         postgresql_where=sa.text("status <> 'deleted'"),
     ),
+    sa.Index(
+        "ix_instances_active",
+        "id",
+        sqlite_where=sa.text(ACTIVE_PREDICATE),
+        postgresql_where=sa.text(ACTIVE_PREDICATE),
+    ),
+    sa.Index("ix_instances_account_created", "account_id", "created_at", "id"),
 )
 
 outbox = sa.Table(

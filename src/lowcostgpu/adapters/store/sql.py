@@ -18,14 +18,12 @@ the dialect and the single-writer lock.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from alembic.util.exc import CommandError
 from sqlalchemy.dialects import postgresql, sqlite
 
 from lowcostgpu.adapters.store import (
@@ -44,14 +42,17 @@ from lowcostgpu.adapters.store.engine import (
     Target,
     check_sqlite_path,
     create_engine,
+    lead_path,
     parse_url,
+    remove_sqlite_files,
 )
-from lowcostgpu.adapters.store.errors import StoreUnavailable, translated
+from lowcostgpu.adapters.store.errors import translated
 from lowcostgpu.adapters.store.locks import AdvisoryLead, FileLead, Lead, advisory_key
-from lowcostgpu.adapters.store.migrate import upgrade_to_head
+from lowcostgpu.adapters.store.migrate import migrate_or_refuse
 from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound
+from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.store import (
     AccountRecord,
     ApiKeyRecord,
@@ -95,13 +96,13 @@ class SqlStore:
         engine = create_engine(target)
         try:
             with translated(target.shown):
-                _migrate(engine, target)
+                migrate_or_refuse(engine, target)
         except BaseException:
             engine.dispose()
             if fresh and path is not None:
-                _remove_sqlite_files(path)
+                remove_sqlite_files(path)
             raise
-        lead: Lead = AdvisoryLead(engine) if path is None else FileLead(_lead_path(path))
+        lead: Lead = AdvisoryLead(engine) if path is None else FileLead(lead_path(path))
         return cls(engine, target, lead)
 
     @property
@@ -206,6 +207,25 @@ class SqlStore:
         with translated(self.url), self._engine.connect() as conn:
             return instance_rows.instance(conn, instance_id)
 
+    def live_instances(self) -> list[StoredInstance]:
+        with translated(self.url), self._engine.connect() as conn:
+            return instance_rows.live_instances(conn, self._text)
+
+    def instances_page(
+        self,
+        account_id: str,
+        *,
+        limit: int,
+        before: tuple[Timestamp, str] | None = None,
+        statuses: frozenset[InstanceStatus] | None = None,
+        include_deleted: bool = False,
+    ) -> list[StoredInstance]:
+        if limit <= 0:
+            return []
+        args = (account_id, limit, before, statuses, include_deleted)
+        with translated(self.url), self._engine.connect() as conn:
+            return instance_rows.page(conn, self._text, *args)
+
     def clusters(
         self, *, account_id: str | None = None, include_deleted: bool = False
     ) -> list[StoredCluster]:
@@ -279,9 +299,15 @@ class SqlStore:
         with translated(self.url), self._engine.connect() as conn:
             return usage_rows.usage(conn, self._text, account_id)
 
-    def metered_through(self) -> dict[MeterKey, Timestamp]:
+    def metered_through(
+        self, subject_ids: Collection[str] | None = None
+    ) -> dict[MeterKey, Timestamp]:
         with translated(self.url), self._engine.connect() as conn:
-            return usage_rows.metered_through(conn)
+            return usage_rows.metered_through(conn, subject_ids)
+
+    def metering_watermark(self) -> Timestamp | None:
+        with translated(self.url), self._engine.connect() as conn:
+            return usage_rows.metering_watermark(conn)
 
     def volumes(self, account_id: str | None = None) -> list[VolumeRecord]:
         with translated(self.url), self._engine.connect() as conn:
@@ -370,23 +396,3 @@ class SqlStore:
     def _insert(self, table: sa.Table) -> Any:
         """An INSERT that knows ON CONFLICT, for this dialect."""
         return postgresql.insert(table) if self._pg else sqlite.insert(table)
-
-
-def _migrate(engine: sa.Engine, target: Target) -> None:
-    try:
-        upgrade_to_head(engine)
-    except CommandError as e:
-        raise StoreUnavailable(
-            f"cannot bring the database at {target.shown} to this version's schema: {e}",
-            hint="the database was probably written by a newer lowcostgpu; upgrade this one",
-        ) from None
-
-
-def _lead_path(db: Path) -> Path:
-    return db.with_name(db.name + ".lead")
-
-
-def _remove_sqlite_files(path: Path) -> None:
-    """Leave no partial state behind when a fresh database could not be set up."""
-    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        p.unlink(missing_ok=True)

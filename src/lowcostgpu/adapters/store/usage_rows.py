@@ -7,7 +7,7 @@ Used by `SqlStore` inside its write transaction, and for its reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -58,9 +58,33 @@ def usage(conn: sa.Connection, text: Text, account_id: str | None) -> list[Usage
     return [rows.usage_record(r) for r in conn.execute(q).mappings()]
 
 
-def metered_through(conn: sa.Connection) -> dict[MeterKey, Timestamp]:
-    found = conn.execute(sa.select(t.metered_through)).mappings()
+IN_CHUNK = 500  # subject ids per `IN (...)`: well under SQLite's and PostgreSQL's limits
+
+
+def metered_through(
+    conn: sa.Connection, subject_ids: Collection[str] | None = None
+) -> dict[MeterKey, Timestamp]:
+    """Every watermark, or those of `subject_ids` only (by the primary key, in chunks)."""
+    if subject_ids is None:
+        return _watermarks(conn.execute(sa.select(t.metered_through)).mappings())
+    ids = sorted(set(subject_ids))
+    found: dict[MeterKey, Timestamp] = {}
+    for at in range(0, len(ids), IN_CHUNK):
+        q = sa.select(t.metered_through).where(
+            t.metered_through.c.subject_id.in_(ids[at : at + IN_CHUNK])
+        )
+        found.update(_watermarks(conn.execute(q).mappings()))
+    return found
+
+
+def _watermarks(found: Iterable[sa.RowMapping]) -> dict[MeterKey, Timestamp]:
     return {(r["subject_id"], rows.usage_kind(r["kind"])): r["through"] for r in found}
+
+
+def metering_watermark(conn: sa.Connection) -> Timestamp | None:
+    """The latest `through` of any subject: up to when the last metering pass went. Read once
+    at a takeover; it scans the watermarks (one small row per subject ever metered)."""
+    return conn.execute(sa.select(sa.func.max(t.metered_through.c.through))).scalar()
 
 
 def volumes(conn: sa.Connection, text: Text, account_id: str | None) -> list[VolumeRecord]:

@@ -48,6 +48,7 @@ async function call(method, path, { body, signal, text = false, key = session.ke
 
 export const api = {
   get: (path, opts) => call("GET", path, opts),
+  page: (path, opts) => call("GET", path, { ...opts, headers: true }), // {body, headers}
   text: (path, opts) => call("GET", path, { ...opts, text: true }),
   post: (path, body, opts) => call("POST", path, { ...opts, body }),
   patch: (path, body, opts) => call("PATCH", path, { ...opts, body }),

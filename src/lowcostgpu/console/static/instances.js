@@ -32,6 +32,25 @@ function instanceRows(instances, state) {
   ], instances, "No instances yet. Launch one: lowcostgpu launch --gpu a100-sxm4 --template pytorch", { id: "instances" }, { state });
 }
 
+const LIVE = ["queued", "starting", "running", "interrupting", "interrupted", "stopping"];
+const PAGE = 100; // instances per page of the list
+
+// Up to `count` pages of GET /v1/instances (newest first) with `query`, following X-Next-Cursor;
+// `next` is the cursor of the page after them (null: there is none).
+async function instancePages(query, count, signal) {
+  const rows = [];
+  let cursor = null;
+  for (let n = 0; n < count; n++) {
+    const sep = query ? "&" : "?";
+    const at = cursor === null ? "" : `&cursor=${encodeURIComponent(cursor)}`;
+    const { body, headers } = await api.page(`/v1/instances${query}${sep}limit=${PAGE}${at}`, { signal });
+    rows.push(...body);
+    cursor = headers.get("X-Next-Cursor");
+    if (!cursor) return { rows, next: null };
+  }
+  return { rows, next: cursor };
+}
+
 function volumes(instances, state) {
   const seen = new Map();
   for (const i of instances) if (i.volume) seen.set(i.volume, [...(seen.get(i.volume) || []), i]);
@@ -73,21 +92,31 @@ export async function instancesPage(main, _id, { signal }) {
   const statsBox = h("div", { class: "stats" });
   const order = {}; // the list's sort and page, kept across its live redraws
   const volumeOrder = {};
+  let pages = 1; // pages of the list shown: "More instances" adds one, a redraw reads as many
+  let next = null; // the cursor of the page after the last shown (null: it was the last)
+  const more = h("button", { type: "button", id: "more-instances", onclick: async () => {
+    more.disabled = true;
+    try { pages += 1; await draw(); } finally { more.disabled = false; }
+  } }, "More instances");
   const draw = async () => {
-    const all = await api.get("/v1/instances?all=true", { signal });
-    const live = all.filter((i) => i.status !== "deleted");
-    const count = (s) => live.filter((i) => i.status === s).length;
+    // The stats count the live instances (every page of them: few); the list reads the newest
+    // pages only, as many as were asked for, so a long history costs nothing until asked for.
+    const live = await instancePages(`?status=${LIVE.join(",")}`, Infinity, signal);
+    const listed = await instancePages("", pages, signal);
+    next = listed.next;
+    const count = (s) => live.rows.filter((i) => i.status === s).length;
     clear(statsBox,
       stat("Running", count("running")), stat("Queued", count("queued")),
-      stat("Interruptions", live.reduce((n, i) => n + i.interruption_count, 0), "all instances"),
-      stat("GPU spend rate", money(live.filter((i) => i.status === "running").reduce((n, i) => n + Number(i.price_per_hour), 0), 3), "per hour, running now"));
-    clear(tableBox, instanceRows(live, order));
-    clear(volumeBox, volumes(all, volumeOrder));
+      stat("Interruptions", listed.rows.reduce((n, i) => n + i.interruption_count, 0), "instances listed"),
+      stat("GPU spend rate", money(live.rows.filter((i) => i.status === "running").reduce((n, i) => n + Number(i.price_per_hour), 0), 3), "per hour, running now"));
+    clear(tableBox, instanceRows(listed.rows, order));
+    more.hidden = next === null;
+    clear(volumeBox, volumes(listed.rows, volumeOrder));
   };
   await draw();
   const launch = await launchForm(signal);
   clear(main, h("h1", {}, "Instances", h("span", { class: "live" }, "live")), statsBox,
-    card(null, tableBox), launch, card("Volumes", volumeBox));
+    card(null, tableBox, more), launch, card("Volumes", volumeBox));
   follow(await tailCursor(signal), "", draw, signal);
 }
 

@@ -1,0 +1,240 @@
+"""Metering on the live state: open spans are kept, and usage is cut when an interval closes.
+
+`core.metering.meter` turns spans into idempotent per-interval records; what this module adds is
+*which* spans to give it, so that a pass costs what is still unbilled, not history: the live
+instances whose usage is not yet metered through (`_open`: a run still going, or one that ended
+after its watermark), the spans that finished instances and removed nodes handed over when they
+left the live state (`_handed`), the live nodes and the volumes. A pass runs only when an interval
+has closed since the last one (nothing else can produce a record), and the watermarks are kept
+here, loaded once for the live subjects.
+
+A takeover must also bill what the previous leader decided but did not meter yet (an instance
+that finished a few seconds before the crash): every decision about an instance or a node writes
+an event at its time, so the objects with events since the last metering pass (the store's
+watermark, less two intervals) are the only ones that may still owe usage; `load` reads those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from lowcostgpu.app import billing
+from lowcostgpu.app.live import LiveState
+from lowcostgpu.core.engine import EngineState
+from lowcostgpu.core.lifecycle import InstanceState
+from lowcostgpu.core.metering import (
+    MeterKey,
+    UsageSpan,
+    closed_until,
+    instance_gpu_spans,
+    meter,
+    metered_through_after,
+    node_gpu_span,
+    volume_span,
+)
+from lowcostgpu.core.nodes import NodeState
+from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.catalog import Catalog
+from lowcostgpu.domain.errors import NotFound
+from lowcostgpu.ports.store import Commit, Store, VolumeRecord
+
+EVENT_PAGE = 10_000
+
+
+def volume_key(account_id: str, name: str) -> str:
+    """The metering subject of a volume."""
+    return f"{account_id}/{name}"
+
+
+@dataclass
+class Meter:
+    """What may still owe usage, and up to when each subject is billed."""
+
+    interval_s: int
+    through: dict[MeterKey, Timestamp] = field(default_factory=dict)
+    volumes: dict[tuple[str, str], VolumeRecord] = field(default_factory=dict)
+    _open: set[str] = field(default_factory=set)  # live instance ids with unbilled usage
+    _handed: dict[str, list[UsageSpan]] = field(default_factory=dict)  # by subject id
+    _last_closed: Timestamp | None = None  # the interval end the last pass metered up to
+
+    @classmethod
+    def load(cls, store: Store, live: LiveState, interval_s: int, now: Timestamp) -> Meter:
+        """Watermarks of the live subjects and volumes, and the spans the previous leader left.
+
+        Cost: O(live subjects + volumes + events since the last metering pass)."""
+        m = cls(interval_s, volumes={(v.account_id, v.name): v for v in store.volumes()})
+        state = live.state
+        subjects = {*state.instances, *state.nodes}
+        subjects |= {volume_key(a, n) for a, n in m.volumes}
+        m.through = store.metered_through(subjects)
+        m._open = {i for i, inst in state.instances.items() if inst.runs}
+        m._adopt_stragglers(store, state, now)
+        return m
+
+    def _adopt_stragglers(self, store: Store, state: EngineState, now: Timestamp) -> None:
+        """Instances and nodes that left the live state with usage still to meter."""
+        watermark = store.metering_watermark()
+        since = 0 if watermark is None else max(0, watermark - 2 * self.interval_s)
+        ids: dict[str, set[str]] = {"instance": set(), "node": set()}
+        after = 0
+        while True:
+            page = store.events(after_seq=after, since=since, until=now + 1, limit=EVENT_PAGE)
+            for e in page:
+                if e.object_kind in ids:
+                    ids[e.object_kind].add(e.object_id)
+            if len(page) < EVENT_PAGE:
+                break
+            after = page[-1].seq or after
+        spans = [s for i in ids["instance"] - set(state.instances) for s in _spans_of(store, i)]
+        spans += _removed_node_spans(store, ids["node"] - set(state.nodes))
+        self.through.update(store.metered_through({s.subject_id for s in spans}))
+        for span in spans:
+            self._hand_over(span)
+
+    def _hand_over(self, span: UsageSpan) -> None:
+        if _owes(span, self.through.get(span.meter_key)):
+            self._handed.setdefault(span.subject_id, []).append(span)
+
+    def adopted(self, store: Store, instance_id: str) -> None:
+        """An instance came back into the live state (a resume): its watermark is read again
+        (it was let go once billed in full). Spans it handed over and that are not billed yet
+        stay here; a pass takes its runs from the instance while it is live (`_spans`)."""
+        if instance_id not in self._handed:
+            self.through.update(store.metered_through({instance_id}))
+
+    # --- between passes ---------------------------------------------------------------------
+
+    def touched(self, state: EngineState, instance_ids: Iterable[str]) -> None:
+        """Instances a commit wrote may have started or ended a run: look at them next pass."""
+        for instance_id in instance_ids:
+            inst = state.instances.get(instance_id)
+            if inst is not None and inst.runs:
+                self._open.add(instance_id)
+
+    def left(self, gone: Iterable[InstanceState]) -> None:
+        """Instances that left the live state hand over the spans not yet metered."""
+        for inst in gone:
+            self._open.discard(inst.id)
+            for span in instance_gpu_spans(inst):
+                self._hand_over(span)
+
+    def nodes_left(self, nodes: Iterable[NodeState]) -> None:
+        for node in nodes:
+            span = node_gpu_span(node)
+            if span is not None:
+                self._hand_over(span)
+
+    def volumes_written(self, volumes: Iterable[VolumeRecord]) -> None:
+        for v in volumes:
+            self.volumes[(v.account_id, v.name)] = v
+
+    # --- a pass -----------------------------------------------------------------------------
+
+    def due(self, now: Timestamp) -> bool:
+        """Whether an interval has closed since the last pass: only then can a record come."""
+        return self._last_closed is None or closed_until(now, self.interval_s) > self._last_closed
+
+    def charge(
+        self,
+        store: Store,
+        state: EngineState,
+        touched: Iterable[str],
+        catalog: Catalog,
+        low_balance_usd: Decimal,
+        now: Timestamp,
+    ) -> Commit:
+        """The records, watermarks, charges and BalanceLow events of one pass (not yet kept:
+        `passed` keeps them once the commit that carries them landed)."""
+        spans = self._spans(state, touched)
+        keys = {s.meter_key for s in spans}
+        wanted = {k: self.through[k] for k in keys if k in self.through}
+        records = meter(spans, wanted, now, self.interval_s)
+        after = metered_through_after(wanted, records)
+        moved = {key: at for key, at in after.items() if wanted.get(key) != at}
+        if not records:
+            return Commit(metered_through=moved)
+        accounts = {r.account_id for r in records}
+        balances = {a: store.balance(a) for a in sorted(accounts)}
+        ledger, events = billing.charges(records, catalog, balances, low_balance_usd, now)
+        return Commit(usage=records, metered_through=moved, ledger=ledger, events=events)
+
+    def _spans(self, state: EngineState, touched: Iterable[str]) -> list[UsageSpan]:
+        spans: list[UsageSpan] = []
+        for instance_id in sorted(self._open.union(touched)):
+            inst = state.instances.get(instance_id)
+            if inst is not None:
+                spans += self._unbilled(instance_gpu_spans(inst))
+        for subject_id, handed in self._handed.items():
+            if subject_id not in state.instances:  # a live one's runs are its own spans
+                spans += handed
+        spans += [s for n in state.nodes.values() if (s := node_gpu_span(n)) is not None]
+        spans += [
+            volume_span(
+                volume_key(v.account_id, v.name),
+                v.account_id,
+                v.size_gb,
+                v.created_at,
+                v.deleted_at,
+            )
+            for v in self.volumes.values()
+        ]
+        return spans
+
+    def _unbilled(self, spans: list[UsageSpan]) -> list[UsageSpan]:
+        """Runs that end after their subject's watermark (earlier ones are billed in full)."""
+        if not spans:
+            return spans
+        since = self.through.get(spans[0].meter_key)
+        return [s for s in spans if _owes(s, since)]
+
+    def passed(self, state: EngineState, commit: Commit, now: Timestamp) -> None:
+        """The pass's commit landed: keep its watermarks, let go of what is billed in full."""
+        self.through.update(commit.metered_through)
+        self._last_closed = closed_until(now, self.interval_s)
+        for instance_id in list(self._open):
+            inst = state.instances.get(instance_id)
+            if inst is None or self._billed(instance_gpu_spans(inst)):
+                self._open.discard(instance_id)
+        for subject_id, spans in list(self._handed.items()):
+            if subject_id in state.instances:
+                self._open.add(subject_id)  # it came back: billed as a live instance
+                del self._handed[subject_id]
+            elif self._billed(spans):
+                del self._handed[subject_id]
+                self.through.pop(spans[0].meter_key, None)
+
+    def _billed(self, spans: list[UsageSpan]) -> bool:
+        """Every span has ended and is metered through its end."""
+        if not spans:
+            return True
+        since = self.through.get(spans[0].meter_key)
+        return not any(s.end is None or _owes(s, since) for s in spans)
+
+
+def _owes(span: UsageSpan, since: Timestamp | None) -> bool:
+    """Whether some of the span is not billed yet: it is open, or it ends after the watermark
+    (a span of no length owes nothing)."""
+    if span.end is None:
+        return True
+    return span.end > span.start and (since is None or span.end > since)
+
+
+def _spans_of(store: Store, instance_id: str) -> list[UsageSpan]:
+    try:
+        return instance_gpu_spans(store.instance(instance_id).state)
+    except NotFound:
+        return []
+
+
+def _removed_node_spans(store: Store, node_ids: Iterable[str]) -> list[UsageSpan]:
+    """Removed nodes, read by their cluster (a node id is `<cluster>-n<k>`)."""
+    wanted = set(node_ids)
+    clusters = {n.rsplit("-n", 1)[0] for n in wanted}
+    spans = []
+    for cluster_id in sorted(clusters):
+        for stored in store.nodes(cluster_id=cluster_id, include_removed=True):
+            if stored.state.id in wanted and (s := node_gpu_span(stored.state)) is not None:
+                spans.append(s)
+    return spans

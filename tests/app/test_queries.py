@@ -1,0 +1,118 @@
+"""The API's read-only views read the snapshot and indexed queries: a queued instance's entry
+(node tickets ahead count), the pools, the operator's counts, and the one interruption reader
+(the window's Preempted events of instances; old events without a GPU type read the instance)."""
+
+from __future__ import annotations
+
+import pytest
+from plane_world import POOL, World
+
+from lowcostgpu.app import operator_stats as stats
+from lowcostgpu.app import queries
+from lowcostgpu.app.clusters import ClusterRequest
+from lowcostgpu.app.launch import LaunchRequest
+from lowcostgpu.core.queue import QueueEntry
+from lowcostgpu.domain.events import EventType, Reason
+from lowcostgpu.ports.store import Commit, EventRecord
+
+GPU = POOL.gpu_type
+
+
+def _launch(w: World, gpus: int, kind: str = "interruptible") -> str:
+    return w.plane.launch(LaunchRequest("acme", GPU, kind, gpus, command=("train",))).state.id
+
+
+def _full_fleet_with_a_node_waiting(w: World) -> str:
+    """One host of 8 GPUs held by a cluster's two nodes; a third (4 GPUs) waits in the queue."""
+    cluster = w.plane.clusters.create_cluster(
+        ClusterRequest("acme", GPU, 4, 1, 4, grace_period_s=60)
+    )
+    w.plane.clusters.update_cluster_target(cluster.cluster.id, 8, "acme")
+    return cluster.cluster.id
+
+
+def test_a_queued_instances_entry_counts_the_node_ticket_ahead_of_it() -> None:
+    w = World()
+    _full_fleet_with_a_node_waiting(w)
+    queued = _launch(w, 2)
+    behind = _launch(w, 1)
+    found = queries.queue_entries(w.plane, [queued, behind, "i-nope"])
+    # No run has closed since the server started: no honest ETA yet.
+    assert found == {
+        queued: QueueEntry(queued, 2, 4, None),
+        behind: QueueEntry(behind, 3, 6, None),
+    }
+    assert queries.queue_entry_of(w.plane, behind) == found[behind]
+
+
+def test_an_instance_that_is_not_queued_has_no_entry() -> None:
+    w = World()
+    running = _launch(w, 2)
+    assert queries.queue_entries(w.plane, [running]) == {}
+    assert queries.queue_entry_of(w.plane, running) is None
+
+
+def test_pools_and_operator_counts_read_the_live_state() -> None:
+    w = World()
+    _full_fleet_with_a_node_waiting(w)
+    _launch(w, 2)
+    (pool,) = queries.pools(w.plane)
+    assert (pool.free_gpus, pool.on_demand_gpus, pool.interruptible_gpus) == (0, 4, 4)
+    assert (pool.queue_depth, pool.queued_gpus) == (2, 6)
+    assert stats.node_gpus(w.plane) == {(POOL.region, GPU): {"standard": 4, "preemptible": 4}}
+    assert stats.instance_counts(w.plane) == {"queued": 1}
+
+
+def _preempted(
+    key: str, at: int, subject: str, gpu_type: str | None, kind: str = "instance"
+) -> EventRecord:
+    data = {} if gpu_type is None else {"gpu_type": gpu_type}
+    return EventRecord(
+        key, at, "acme", kind, subject, EventType.WARNING, Reason.PREEMPTED, "m", data
+    )
+
+
+def test_interruption_statistics_read_the_windows_preempted_events_of_instances() -> None:
+    w = World()
+    a = _launch(w, 8)  # running
+    b = _launch(w, 1)  # queued behind it
+    now = w.clock.now()
+    window = queries.STATS_WINDOW_S
+    old = EventRecord("x", now - 1, "acme", "instance", a, EventType.NORMAL, Reason.QUEUED, "m")
+    w.store.commit(
+        Commit(
+            events=[
+                _preempted("1", now - 100, a, None),  # written before events named the type
+                _preempted("2", now - 40, a, GPU),
+                _preempted("3", now - 10, a, GPU),
+                _preempted("4", now - window - 1, b, GPU),  # before the window
+                _preempted("5", now - 5, "c-1-n0", GPU, kind="node"),  # a node, not an instance
+                _preempted("6", now - 5, "i-gone", None),  # no type, no instance: left out
+                _preempted("7", now - 5, "i-h100", "h100-sxm"),  # another type
+                old,  # not a Preempted event
+            ]
+        )
+    )
+    (row,) = queries.interruption_statistics(w.plane)
+    assert row == {
+        "gpu_type": GPU,
+        "window_s": window,
+        "interruptions": 3,
+        "interruptions_per_hour": 3 / (window / 3600) / 2,  # a and b are live interruptible
+        "median_time_between_interruptions_s": 45,  # gaps of 60 and 30 s
+    }
+    (h100,) = queries.interruption_statistics(w.plane, gpu_types=["h100-sxm"])
+    assert (h100["interruptions"], h100["median_time_between_interruptions_s"]) == (1, None)
+    assert queries.instance_interruption_statistics(w.plane, b) == row
+
+
+def test_interruption_statistics_page_through_more_events_than_one_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    w = World()
+    a = _launch(w, 8)
+    now = w.clock.now()
+    monkeypatch.setattr(queries, "EVENT_PAGE", 3)
+    w.store.commit(Commit(events=[_preempted(f"e{i}", now - 70 + i, a, GPU) for i in range(7)]))
+    (row,) = queries.interruption_statistics(w.plane)
+    assert (row["interruptions"], row["median_time_between_interruptions_s"]) == (7, 1)
