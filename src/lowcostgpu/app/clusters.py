@@ -13,11 +13,12 @@ service and hands it what it needs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
 from lowcostgpu.app.decisions import Decision
+from lowcostgpu.app.launch import FleetPools
 from lowcostgpu.core import cluster_engine
 from lowcostgpu.core.clusters import ClusterSpec, ClusterState
 from lowcostgpu.core.engine import EngineState, EngineStep
@@ -28,7 +29,7 @@ from lowcostgpu.core.nodes import (
     pending_preemptible_gpus,
 )
 from lowcostgpu.core.scheduler import SchedulerConfig
-from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey, Timestamp
+from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import NotFound
 from lowcostgpu.ports.clock import IdSource
@@ -79,14 +80,14 @@ class ClusterService:
         *,
         store: Store,
         ids: IdSource,
-        hosts: Sequence[Host],
+        pools: FleetPools,
         catalog: Catalog,
         scheduler: Callable[[], SchedulerConfig],
         decide: Decide,
     ) -> None:
         self.store = store
         self.ids = ids
-        self.hosts = hosts
+        self.pools = pools
         self.catalog = catalog
         self._scheduler = scheduler
         self._decide = decide
@@ -164,17 +165,4 @@ class ClusterService:
 
     def _pool(self, gpu_type: str, region: str | None) -> PoolKey:
         self.catalog.gpu(gpu_type)  # NotFound lists the known types
-        regions = sorted({h.pool.region for h in self.hosts if h.pool.gpu_type == gpu_type})
-        if not regions:
-            raise NotFound(
-                f"this fleet has no {gpu_type} GPUs",
-                hint="see `lowcostgpu fleet` for the GPU types and regions it has",
-            )
-        if region is None:
-            return PoolKey(regions[0], gpu_type)
-        if region not in regions:
-            raise NotFound(
-                f"no {gpu_type} GPUs in region {region}",
-                hint=f"{gpu_type} is available in: {', '.join(regions)}",
-            )
-        return PoolKey(region, gpu_type)
+        return self.pools.pool(gpu_type, region)

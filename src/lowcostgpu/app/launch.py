@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lowcostgpu.core.engine import LaunchSpec
@@ -32,11 +32,11 @@ class LaunchRequest:
 
 
 def build_launch(
-    request: LaunchRequest, instance_id: str, catalog: Catalog, hosts: Sequence[Host]
+    request: LaunchRequest, instance_id: str, catalog: Catalog, pools: FleetPools
 ) -> tuple[LaunchSpec, LaunchRecord]:
     catalog.gpu(request.gpu_type)  # NotFound lists the known types
     capacity_class = CapacityClass.parse(request.type)
-    pool = _pool(request, hosts)
+    pool = pools.pool(request.gpu_type, request.region)
     argv = _argv(request)
     reserved = sorted(k for k in request.env if k.startswith(ENV_PREFIX_RESERVED))
     if reserved:
@@ -66,21 +66,33 @@ def build_launch(
     return spec, record
 
 
-def _pool(request: LaunchRequest, hosts: Sequence[Host]) -> PoolKey:
-    regions = sorted({h.pool.region for h in hosts if h.pool.gpu_type == request.gpu_type})
-    if not regions:
-        raise NotFound(
-            f"this fleet has no {request.gpu_type} GPUs",
-            hint="see `lowcostgpu fleet` for the GPU types and regions it has",
-        )
-    if request.region is None:
-        return PoolKey(regions[0], request.gpu_type)
-    if request.region not in regions:
-        raise NotFound(
-            f"no {request.gpu_type} GPUs in region {request.region}",
-            hint=f"{request.gpu_type} is available in: {', '.join(regions)}",
-        )
-    return PoolKey(request.region, request.gpu_type)
+class FleetPools:
+    """Which regions have which GPU type: computed once from the fleet, so that resolving a
+    request's pool costs O(regions of its type), not a scan of every host."""
+
+    def __init__(self, hosts: Iterable[Host]) -> None:
+        regions: dict[str, set[str]] = {}
+        for h in hosts:
+            regions.setdefault(h.pool.gpu_type, set()).add(h.pool.region)
+        self._regions = {gpu_type: sorted(r) for gpu_type, r in regions.items()}
+
+    def pool(self, gpu_type: str, region: str | None) -> PoolKey:
+        """The pool a request for `gpu_type` (in `region`, or the first region that has it)
+        goes to; NotFound says what the fleet has instead."""
+        regions = self._regions.get(gpu_type, [])
+        if not regions:
+            raise NotFound(
+                f"this fleet has no {gpu_type} GPUs",
+                hint="see `lowcostgpu fleet` for the GPU types and regions it has",
+            )
+        if region is None:
+            return PoolKey(regions[0], gpu_type)
+        if region not in regions:
+            raise NotFound(
+                f"no {gpu_type} GPUs in region {region}",
+                hint=f"{gpu_type} is available in: {', '.join(regions)}",
+            )
+        return PoolKey(region, gpu_type)
 
 
 def _argv(request: LaunchRequest) -> list[str]:

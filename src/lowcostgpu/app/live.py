@@ -94,11 +94,11 @@ class LiveState:
         Returns the instances that left the live state (metering takes their last spans)."""
         self.state = decision.step.state
         for w in commit.instances:
-            self.instance_versions[w.state.id] = _next(w.expected_version)
+            self.instance_versions[w.state.id] = version_after(w.expected_version)
         for c in commit.clusters:
-            self.cluster_versions[c.state.id] = _next(c.expected_version)
+            self.cluster_versions[c.state.id] = version_after(c.expected_version)
         for n in commit.nodes:
-            self.node_versions[n.state.id] = _next(n.expected_version)
+            self.node_versions[n.state.id] = version_after(n.expected_version)
         gone = [w.state for w in commit.instances if w.state.status not in LIVE_INSTANCE_STATUSES]
         if gone:
             self.state = engine.forget_instances(self.state, [i.id for i in gone])
@@ -132,6 +132,6 @@ def _changed(old: Mapping[str, V], new: Mapping[str, V], touched: Iterable[str])
     return out
 
 
-def _next(expected_version: int | None) -> int:
+def version_after(expected_version: int | None) -> int:
     """The version a write leaves: 1 for a new row, one more than expected for an update."""
     return 1 if expected_version is None else expected_version + 1

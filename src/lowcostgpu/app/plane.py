@@ -23,8 +23,8 @@ from lowcostgpu.app import billing
 from lowcostgpu.app.clusters import ClusterService
 from lowcostgpu.app.decisions import Decision, stamped, volume_created
 from lowcostgpu.app.effects import Outcome
-from lowcostgpu.app.launch import LaunchRequest, build_launch
-from lowcostgpu.app.live import LiveState
+from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
+from lowcostgpu.app.live import LiveState, version_after
 from lowcostgpu.app.meter import Meter
 from lowcostgpu.app.recent_runs import RecentRuns
 from lowcostgpu.core import cluster_engine, engine
@@ -89,6 +89,7 @@ class ControlPlane:
         self.clock = clock
         self.ids = ids
         self.hosts = list(hosts)
+        self.pools = FleetPools(self.hosts)
         self.catalog = catalog
         self.config = config
         self._carry_out = carry_out
@@ -108,7 +109,7 @@ class ControlPlane:
         self.clusters = ClusterService(
             store=store,
             ids=ids,
-            hosts=self.hosts,
+            pools=self.pools,
             catalog=catalog,
             scheduler=lambda: self.config.scheduler,  # the config changes at run time
             decide=self._decide,
@@ -153,7 +154,7 @@ class ControlPlane:
 
     def launch(self, request: LaunchRequest) -> StoredInstance:
         instance_id = self.ids.new_id("i")
-        spec, record = build_launch(request, instance_id, self.catalog, self.hosts)
+        spec, record = build_launch(request, instance_id, self.catalog, self.pools)
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             step = engine.launch(state, spec, now, self.config.scheduler)
@@ -169,11 +170,11 @@ class ControlPlane:
             return Decision(step, {instance_id: stamped(record, now)}, extra)
 
         try:
-            self._decide(decide)
+            commit = self._decide_and_write(decide)
         except InsufficientCapacity:
             self._hold_for(spec.pool, spec.gpus)
             raise
-        return self.store.instance(instance_id)
+        return _as_written(commit, instance_id, None)
 
     def _hold_for(self, pool: PoolKey, gpus: int) -> None:
         """A refused on-demand customer: GPUs that free in the pool wait for their retry."""
@@ -215,8 +216,8 @@ class ControlPlane:
         def decide(state: EngineState, now: Timestamp) -> Decision:
             return Decision(engine.report(state, instance_id, event, now, self.config.scheduler))
 
-        self._decide(decide, adopt=instance_id)
-        return self.store.instance(instance_id)
+        commit = self._decide_and_write(decide, adopt=instance_id)
+        return _as_written(commit, instance_id, stored)
 
     # The loop's tick -----------------------------------------------------------------------------
 
@@ -283,6 +284,22 @@ class ControlPlane:
         adopt: str | None = None,
         wake: bool = True,
     ) -> EngineStep:
+        """`_decided_and_done`, for callers that want the step (the tick, cluster requests)."""
+        return self._decided_and_done(decide, adopt=adopt, wake=wake)[0].step
+
+    def _decide_and_write(
+        self, decide: Callable[[EngineState, Timestamp], Decision], *, adopt: str | None = None
+    ) -> Commit:
+        """`_decided_and_done`, for callers that answer with what was written."""
+        return self._decided_and_done(decide, adopt=adopt)[1]
+
+    def _decided_and_done(
+        self,
+        decide: Callable[[EngineState, Timestamp], Decision],
+        *,
+        adopt: str | None = None,
+        wake: bool = True,
+    ) -> tuple[Decision, Commit]:
         """Decide on the live state, write what the step touched, keep it, carry out its effects.
 
         `adopt`: an instance the decision is about, brought back into the live state if it had
@@ -305,7 +322,7 @@ class ControlPlane:
             self._run_entries(commit.outbox)
             if wake and self._moves_wake(decision.step.wake_at):
                 self.wake.set()
-            return decision.step
+            return decision, commit
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _moves_wake(self, wake_at: Timestamp | None) -> bool:
@@ -387,6 +404,19 @@ class ControlPlane:
         if state.status not in DRAINING:
             return None
         return interruption_notice(state.notice_at, state.deadline)
+
+
+def _as_written(commit: Commit, instance_id: str, stored: StoredInstance | None) -> StoredInstance:
+    """The instance as the commit left it (without reading it back), or as it was read before
+    the decision when the decision did not change it."""
+    for w in commit.instances:
+        if w.state.id == instance_id:
+            version = version_after(w.expected_version)
+            launch = w.launch if w.launch is not None else stored.launch if stored else None
+            assert launch is not None  # a new instance is written with its launch record
+            return StoredInstance(w.state, launch, version)
+    assert stored is not None  # a launch always writes its instance
+    return stored
 
 
 def _changing_reports(
