@@ -35,7 +35,6 @@ class Decision:
     step: EngineStep
     launches: dict[str, LaunchRecord] = field(default_factory=dict)
     extra: Commit = field(default_factory=Commit)
-    metered: bool = False  # `extra` carries a metering pass (`app.meter`)
 
 
 def commit_of(

@@ -16,16 +16,15 @@ watermark, less two intervals) are the only ones that may still owe usage; `load
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 
-from lowcostgpu.app import billing
 from lowcostgpu.app.live import LiveState
 from lowcostgpu.core.engine import EngineState
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.core.metering import (
     MeterKey,
+    UsageRecord,
     UsageSpan,
     closed_until,
     instance_gpu_spans,
@@ -36,11 +35,11 @@ from lowcostgpu.core.metering import (
 )
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import Timestamp
-from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import NotFound
-from lowcostgpu.ports.store import Commit, Store, VolumeRecord
+from lowcostgpu.ports.store import Commit, EventRecord, LedgerEntry, Store, VolumeRecord
 
 EVENT_PAGE = 10_000
+PASS_CHUNK = 1_000  # subjects per commit of a metering pass
 
 
 def volume_key(account_id: str, name: str) -> str:
@@ -136,33 +135,16 @@ class Meter:
         """Whether an interval has closed since the last pass: only then can a record come."""
         return self._last_closed is None or closed_until(now, self.interval_s) > self._last_closed
 
-    def charge(
-        self,
-        store: Store,
-        state: EngineState,
-        touched: Iterable[str],
-        catalog: Catalog,
-        low_balance_usd: Decimal,
-        now: Timestamp,
-    ) -> Commit:
-        """The records, watermarks, charges and BalanceLow events of one pass (not yet kept:
-        `passed` keeps them once the commit that carries them landed)."""
-        spans = self._spans(state, touched)
+    def cut(self, state: EngineState) -> tuple[list[UsageSpan], dict[MeterKey, Timestamp]]:
+        """What a pass meters: the spans that may owe usage and their subjects' watermarks.
+        Taken under the decision lock (it reads the sets decisions keep); O(open spans)."""
+        spans = self._spans(state)
         keys = {s.meter_key for s in spans}
-        wanted = {k: self.through[k] for k in keys if k in self.through}
-        records = meter(spans, wanted, now, self.interval_s)
-        after = metered_through_after(wanted, records)
-        moved = {key: at for key, at in after.items() if wanted.get(key) != at}
-        if not records:
-            return Commit(metered_through=moved)
-        accounts = {r.account_id for r in records}
-        balances = {a: store.balance(a) for a in sorted(accounts)}
-        ledger, events = billing.charges(records, catalog, balances, low_balance_usd, now)
-        return Commit(usage=records, metered_through=moved, ledger=ledger, events=events)
+        return spans, {k: self.through[k] for k in keys if k in self.through}
 
-    def _spans(self, state: EngineState, touched: Iterable[str]) -> list[UsageSpan]:
+    def _spans(self, state: EngineState) -> list[UsageSpan]:
         spans: list[UsageSpan] = []
-        for instance_id in sorted(self._open.union(touched)):
+        for instance_id in sorted(self._open):
             inst = state.instances.get(instance_id)
             if inst is not None:
                 spans += self._unbilled(instance_gpu_spans(inst))
@@ -189,9 +171,11 @@ class Meter:
         since = self.through.get(spans[0].meter_key)
         return [s for s in spans if _owes(s, since)]
 
-    def passed(self, state: EngineState, commit: Commit, now: Timestamp) -> None:
-        """The pass's commit landed: keep its watermarks, let go of what is billed in full."""
-        self.through.update(commit.metered_through)
+    def passed(
+        self, state: EngineState, moved: Mapping[MeterKey, Timestamp], now: Timestamp
+    ) -> None:
+        """The pass's commits landed: keep their watermarks, let go of what is billed in full."""
+        self.through.update(moved)
         self._last_closed = closed_until(now, self.interval_s)
         for instance_id in list(self._open):
             inst = state.instances.get(instance_id)
@@ -219,6 +203,37 @@ def _owes(span: UsageSpan, since: Timestamp | None) -> bool:
     if span.end is None:
         return True
     return span.end > span.start and (since is None or span.end > since)
+
+
+def pass_commits(
+    spans: list[UsageSpan],
+    through: Mapping[MeterKey, Timestamp],
+    now: Timestamp,
+    interval_s: int,
+    charge: Callable[[list[UsageRecord]], tuple[list[LedgerEntry], list[EventRecord]]],
+    chunk: int = PASS_CHUNK,
+) -> Iterator[Commit]:
+    """The commits of one pass, `chunk` subjects each: their records, watermarks, charges and
+    BalanceLow events together, so a crash between two commits leaves every subject either
+    metered through the pass or not at all (the next pass takes it up). Computed and written
+    outside the decision lock: a pass of 10,000 running instances does not stop launches."""
+    records = meter(spans, through, now, interval_s)
+    after = metered_through_after(through, records)
+    moved = {key: at for key, at in after.items() if through.get(key) != at}
+    by_subject: dict[MeterKey, list[UsageRecord]] = {}
+    for r in records:
+        by_subject.setdefault((r.subject_id, r.kind), []).append(r)
+    keys = sorted(moved)
+    for at in range(0, len(keys), chunk):
+        part = keys[at : at + chunk]
+        usage = [r for k in part for r in by_subject.get(k, ())]
+        ledger, events = charge(usage) if usage else ([], [])
+        yield Commit(
+            usage=usage,
+            metered_through={k: moved[k] for k in part},
+            ledger=ledger,
+            events=events,
+        )
 
 
 def _spans_of(store: Store, instance_id: str) -> list[UsageSpan]:

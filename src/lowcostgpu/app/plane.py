@@ -11,11 +11,13 @@ decision is made again. Metering (`app.meter`) cuts the open spans when an inter
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -25,7 +27,7 @@ from lowcostgpu.app.decisions import Decision, stamped, volume_created
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
 from lowcostgpu.app.live import LiveState, version_after
-from lowcostgpu.app.meter import Meter
+from lowcostgpu.app.meter import Meter, pass_commits
 from lowcostgpu.app.recent_runs import RecentRuns
 from lowcostgpu.core import cluster_engine, engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
@@ -44,6 +46,7 @@ from lowcostgpu.core.lifecycle import (
     WorkloadExited,
     WorkloadStarted,
 )
+from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Host, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
@@ -51,7 +54,15 @@ from lowcostgpu.domain.errors import Conflict, InsufficientCapacity, StaleWrite,
 from lowcostgpu.domain.status import InstanceStatus, NodeStatus
 from lowcostgpu.ports.clock import Clock, IdSource
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
-from lowcostgpu.ports.store import Commit, OutboxEntry, Store, StoredInstance, VolumeRecord
+from lowcostgpu.ports.store import (
+    Commit,
+    EventRecord,
+    LedgerEntry,
+    OutboxEntry,
+    Store,
+    StoredInstance,
+    VolumeRecord,
+)
 
 MAX_ATTEMPTS = 5  # decisions retried after a StaleWrite before giving up
 STATS_WINDOW_S = 7 * 24 * 3600
@@ -127,6 +138,10 @@ class ControlPlane:
                 self.store, live, self.config.metering_interval_s, self.clock.now()
             )
             self._live = live
+            # The live state is a large, long-lived heap (110,000 instances: millions of
+            # objects): moved out of the collector's view, so that its full collections do not
+            # rescan it and pause a decision for hundreds of milliseconds.
+            gc.freeze()
         return self._live, self._meter
 
     def reload(self) -> None:
@@ -222,32 +237,55 @@ class ControlPlane:
     # The loop's tick -----------------------------------------------------------------------------
 
     def tick(self) -> Timestamp | None:
-        """Take in what the runtime reports, fire due deadlines, schedule, meter; then act."""
+        """The loop's tick: a decision step, then a metering pass if an interval closed."""
+        wake_at = self.step()
+        self.meter_if_due()
+        return wake_at
+
+    def step(self) -> Timestamp | None:
+        """Take in what the runtime reports, fire due deadlines, schedule; then act. Returns
+        when the loop must step again at the latest."""
         reports = self.runtime.observe()
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             changing = _changing_reports(state, reports)
             step = engine.tick(state, now, self.config.scheduler, changing)
             step = _merged(step, self._node_exits(step.state, reports, now))
-            meter = self._meter
-            assert meter is not None
-            if not meter.due(now):
-                return Decision(step)
-            extra = meter.charge(
-                self.store,
-                step.state,
-                step.touched.instances,
-                self.catalog,
-                self.config.low_balance_usd,
-                now,
-            )
-            return Decision(step, extra=extra, metered=True)
+            return Decision(step)
 
         step = self._decide(decide, wake=False)
         self._planned_wake_at = step.wake_at
         self._forget_orphans(step.state, reports)
         self.run_outbox()
         return step.wake_at
+
+    def meter_if_due(self) -> None:
+        """A metering pass when an interval has closed: what may owe usage is cut from the live
+        state under the decision lock, then rated and written without it, in chunks (`app.meter`
+        `pass_commits`), so that decisions go on meanwhile."""
+        with self._lock:
+            meter, now = self._meter, self.clock.now()
+            if self.standby or self._live is None or meter is None or not meter.due(now):
+                return
+            spans, through = meter.cut(self._live.state)
+        moved: dict[MeterKey, Timestamp] = {}
+        charge = partial(self._charges, now=now)
+        interval_s = meter.interval_s
+        for commit in pass_commits(spans, through, now, interval_s, charge):
+            self.store.commit(commit)
+            moved.update(commit.metered_through)
+        with self._lock:
+            if self._meter is meter and self._live is not None:
+                meter.passed(self._live.state, moved, now)
+
+    def _charges(
+        self, records: list[UsageRecord], *, now: Timestamp
+    ) -> tuple[list[LedgerEntry], list[EventRecord]]:
+        """The ledger entries and BalanceLow events of records, from the balances now (only
+        the accounts they name are read)."""
+        accounts = sorted({r.account_id for r in records})
+        balances = {a: self.store.balance(a) for a in accounts}
+        return billing.charges(records, self.catalog, balances, self.config.low_balance_usd, now)
 
     def _node_exits(
         self, state: EngineState, reports: Sequence[WorkloadReport], now: Timestamp
@@ -368,8 +406,6 @@ class ControlPlane:
         meter.left(gone)
         meter.nodes_left(n.state for n in commit.nodes if n.state.status is NodeStatus.REMOVED)
         meter.volumes_written(commit.volumes)
-        if decision.metered:
-            meter.passed(live.state, commit, now)
         return decision, commit
 
     def _run_entries(self, entries: Sequence[OutboxEntry]) -> None:
