@@ -364,35 +364,18 @@ def http(wired: Wired, runtime: BenchRuntime, where: Where, args: Any, report: R
             record, key = accounts.create_account(f"bench-client-{c}")
             accounts.topup(record.id, "1000.00")
             keys.append(key)
-        lat: list[float] = []
-        errors: list[str] = []
-        lock = threading.Lock()
-        started = time.perf_counter()
-        deadline = started + args.budget_s
-        body = {"gpu": GPU, "type": "interruptible", "command": list(COMMAND)}
-
-        def client(key: str) -> None:
-            headers = {"Authorization": f"Bearer {key}"}
-            with httpx.Client(base_url=url, headers=headers, timeout=120) as c:
-                while time.perf_counter() < deadline:
-                    with lock:
-                        if len(lat) + len(errors) >= args.http_launches:
-                            return
-                    t = time.perf_counter()
-                    try:
-                        r = c.post("/v1/instances", json=body)
-                        ok, why = r.status_code == 201, f"{r.status_code} {r.text[:120]}"
-                    except httpx.HTTPError as exc:
-                        ok, why = False, repr(exc)
-                    with lock:
-                        (lat.append(time.perf_counter() - t) if ok else errors.append(why))
-
-        threads = [threading.Thread(target=client, args=(k,)) for k in keys]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        wall = time.perf_counter() - started
+        # The clients run in a process of their own, as real clients do: in this one they
+        # would share the server's interpreter lock and slow it down.
+        job = {"url": url, "keys": keys, "n": args.http_launches, "budget_s": args.budget_s}
+        child = subprocess.run(
+            [sys.executable, __file__, "--clients-child"],
+            input=json.dumps(job),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        result = json.loads(child.stdout)
+        lat, errors, wall = result["lat"], result["errors"], result["wall"]
         note = f"{args.clients} clients"
         if errors:
             note += f"; {len(errors)} errors, the first: {errors[0]}"
@@ -412,6 +395,41 @@ def http(wired: Wired, runtime: BenchRuntime, where: Where, args: Any, report: R
 
             lat, wall = sample(listing, args.list, args.budget_s)
         report.add("http-list", where, lat, wall, note="10 of the account's instances")
+
+
+def clients_child() -> None:
+    """The HTTP clients: one thread and one connection each, launching until `n` launches or
+    the budget; prints their latencies (s), errors and wall time as JSON."""
+    job = json.loads(sys.stdin.read())
+    lat: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    started = time.perf_counter()
+    deadline = started + job["budget_s"]
+    body = {"gpu": GPU, "type": "interruptible", "command": list(COMMAND)}
+
+    def client(key: str) -> None:
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=job["url"], headers=headers, timeout=120) as c:
+            while time.perf_counter() < deadline:
+                with lock:
+                    if len(lat) + len(errors) >= job["n"]:
+                        return
+                t = time.perf_counter()
+                try:
+                    r = c.post("/v1/instances", json=body)
+                    ok, why = r.status_code == 201, f"{r.status_code} {r.text[:120]}"
+                except httpx.HTTPError as exc:
+                    ok, why = False, repr(exc)
+                with lock:
+                    (lat.append(time.perf_counter() - t) if ok else errors.append(why))
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in job["keys"]]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    print(json.dumps({"lat": lat, "errors": errors, "wall": time.perf_counter() - started}))
 
 
 def idle(plane: ControlPlane, where: Where, name: str, seconds: float, report: Report) -> None:
@@ -502,12 +520,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="~1/50 scale, everything, < 2 min")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     parser.add_argument("--takeover-of", help=argparse.SUPPRESS)
+    parser.add_argument("--clients-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--now", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     # `timeout` (or ^C) ends the run through the `finally`s: PostgreSQL schemas are dropped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.takeover_of:
         takeover_child(args.takeover_of, args.hosts, args.now)
+        return
+    if args.clients_child:
+        clients_child()
         return
     if args.quick:
         args.hosts, args.running, args.queued, args.history = 25, "200", "2000", "0,20000"

@@ -34,7 +34,11 @@ class ApiContext:
     is_leading: Callable[[], bool]
 
 
-def _context(request: Request) -> ApiContext:
+# Dependencies that do no I/O are `async`: FastAPI runs a sync one in its thread pool, and a hop
+# there costs more than the function (three per request, measured in bench/plane.py --http).
+
+
+async def _context(request: Request) -> ApiContext:
     ctx: ApiContext = request.app.state.ctx
     return ctx
 
@@ -46,11 +50,11 @@ def _principal(ctx: Ctx, authorization: Annotated[str | None, Header()] = None) 
     return ctx.accounts.authenticate(authorization)
 
 
-def _account(principal: Annotated[Principal, Depends(_principal)]) -> str:
+async def _account(principal: Annotated[Principal, Depends(_principal)]) -> str:
     return require_account(principal)
 
 
-def _admin(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
+async def _admin(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
     require_admin(principal)
     return principal
 
@@ -59,7 +63,7 @@ AccountId = Annotated[str, Depends(_account)]
 Admin = Annotated[Principal, Depends(_admin)]
 
 
-def _instance_token(ctx: Ctx, authorization: Annotated[str | None, Header()] = None) -> str:
+async def _instance_token(ctx: Ctx, authorization: Annotated[str | None, Header()] = None) -> str:
     if not authorization or not authorization.startswith("Bearer "):
         raise errors.Unauthenticated(
             "missing instance token", hint="send Authorization: Bearer $LOWCOSTGPU_TOKEN"
