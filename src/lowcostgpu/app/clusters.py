@@ -145,11 +145,10 @@ class ClusterService:
         return ClusterView(cluster, nodes)
 
     def list_clusters(self, account_id: str | None = None) -> list[ClusterView]:
-        nodes: dict[str, list[NodeState]] = {}
-        for n in self.store.nodes():
-            nodes.setdefault(n.state.cluster_id, []).append(n.state)
+        """The account's clusters (every one for the operator) with their live nodes, read by
+        cluster: O(the account's clusters and their nodes), not every node of the fleet."""
         return [
-            ClusterView(c.state, tuple(nodes.get(c.state.id, ())))
+            ClusterView(c.state, tuple(n.state for n in self.store.nodes(cluster_id=c.state.id)))
             for c in self.store.clusters(account_id=account_id)
         ]
 

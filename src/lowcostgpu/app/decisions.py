@@ -25,6 +25,7 @@ from lowcostgpu.ports.store import (
     InstanceWrite,
     LaunchRecord,
     OutboxEntry,
+    StoredInstance,
 )
 
 
@@ -76,6 +77,38 @@ def commit_of(
     )
 
 
+def is_empty(commit: Commit) -> bool:
+    """Whether a commit writes nothing: an idle tick does not touch the store."""
+    return not (
+        commit.instances
+        or commit.outbox
+        or commit.events
+        or commit.usage
+        or commit.metered_through
+        or commit.volumes
+        or commit.ledger
+        or commit.clusters
+        or commit.nodes
+        or commit.accounts
+        or commit.api_keys
+    )
+
+
+def written_instance(
+    commit: Commit, instance_id: str, stored: StoredInstance | None
+) -> StoredInstance:
+    """The instance as the commit left it (without reading it back), or as it was read before
+    the decision when the decision did not change it."""
+    for w in commit.instances:
+        if w.state.id == instance_id:
+            version = version_after(w.expected_version)
+            launch = w.launch if w.launch is not None else stored.launch if stored else None
+            assert launch is not None  # a new instance is written with its launch record
+            return StoredInstance(w.state, launch, version)
+    assert stored is not None  # a launch always writes its instance
+    return stored
+
+
 def stamped(record: LaunchRecord, now: Timestamp) -> LaunchRecord:
     """The launch record with the decision's time as its creation time."""
     return LaunchRecord(**{**asdict(record), "created_at": now})
@@ -112,3 +145,8 @@ def _event_record(e: EmitEvent) -> EventRecord:
         message=e.message,
         data=dict(e.data),
     )
+
+
+def version_after(expected_version: int | None) -> int:
+    """The version a write leaves: 1 for a new row, one more than expected for an update."""
+    return 1 if expected_version is None else expected_version + 1

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from lowcostgpu.app.decisions import Decision, commit_of
+from lowcostgpu.app.decisions import Decision, commit_of, version_after
 from lowcostgpu.core import engine
 from lowcostgpu.core.engine import EngineState
 from lowcostgpu.core.lifecycle import InstanceState
@@ -130,8 +130,3 @@ def _changed(old: Mapping[str, V], new: Mapping[str, V], touched: Iterable[str])
         if before is None or (before is not value and before != value):
             out.append(value)
     return out
-
-
-def version_after(expected_version: int | None) -> int:
-    """The version a write leaves: 1 for a new row, one more than expected for an update."""
-    return 1 if expected_version is None else expected_version + 1

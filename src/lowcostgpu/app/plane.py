@@ -23,13 +23,20 @@ from typing import Any
 
 from lowcostgpu.app import billing
 from lowcostgpu.app.clusters import ClusterService
-from lowcostgpu.app.decisions import Decision, stamped, volume_created
+from lowcostgpu.app.decisions import (
+    Decision,
+    is_empty,
+    stamped,
+    volume_created,
+    written_instance,
+)
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
-from lowcostgpu.app.live import LiveState, version_after
+from lowcostgpu.app.live import LiveState
 from lowcostgpu.app.meter import Meter, pass_commits
 from lowcostgpu.app.recent_runs import RecentRuns
-from lowcostgpu.core import cluster_engine, engine
+from lowcostgpu.app.runtime_reports import changing_reports, held, merged, node_exits
+from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.drain import interruption_notice
 from lowcostgpu.core.engine import EngineState, EngineStep
@@ -43,15 +50,13 @@ from lowcostgpu.core.lifecycle import (
     ResumeRequested,
     StartFailed,
     StopRequested,
-    WorkloadExited,
-    WorkloadStarted,
 )
 from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Host, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import Conflict, InsufficientCapacity, StaleWrite, Unavailable
-from lowcostgpu.domain.status import InstanceStatus, NodeStatus
+from lowcostgpu.domain.status import NodeStatus
 from lowcostgpu.ports.clock import Clock, IdSource
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
 from lowcostgpu.ports.store import (
@@ -189,7 +194,7 @@ class ControlPlane:
         except InsufficientCapacity:
             self._hold_for(spec.pool, spec.gpus)
             raise
-        return _as_written(commit, instance_id, None)
+        return written_instance(commit, instance_id, None)
 
     def _hold_for(self, pool: PoolKey, gpus: int) -> None:
         """A refused on-demand customer: GPUs that free in the pool wait for their retry."""
@@ -232,7 +237,7 @@ class ControlPlane:
             return Decision(engine.report(state, instance_id, event, now, self.config.scheduler))
 
         commit = self._decide_and_write(decide, adopt=instance_id)
-        return _as_written(commit, instance_id, stored)
+        return written_instance(commit, instance_id, stored)
 
     # The loop's tick -----------------------------------------------------------------------------
 
@@ -248,9 +253,9 @@ class ControlPlane:
         reports = self.runtime.observe()
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
-            changing = _changing_reports(state, reports)
+            changing = changing_reports(state, reports)
             step = engine.tick(state, now, self.config.scheduler, changing)
-            step = _merged(step, self._node_exits(step.state, reports, now))
+            step = merged(step, node_exits(step.state, reports, now, self.config.scheduler))
             return Decision(step)
 
         step = self._decide(decide, wake=False)
@@ -287,26 +292,11 @@ class ControlPlane:
         balances = {a: self.store.balance(a) for a in accounts}
         return billing.charges(records, self.catalog, balances, self.config.low_balance_usd, now)
 
-    def _node_exits(
-        self, state: EngineState, reports: Sequence[WorkloadReport], now: Timestamp
-    ) -> EngineStep:
-        """A node's placeholder that exited means its pods are gone: the drain can end.
-        Cost: O(reports)."""
-        step = EngineStep(state)
-        for report in sorted(reports, key=lambda r: r.allocation_id):
-            node = state.nodes.get(report.instance_id)
-            if node is None or node.allocation_id != report.allocation_id:
-                continue
-            if report.phase in ("exited", "start_failed"):
-                more = cluster_engine.node_exited(step.state, node.id, now, self.config.scheduler)
-                step = _merged(step, more)
-        return step
-
     def _forget_orphans(self, state: EngineState, reports: list[WorkloadReport]) -> None:
         """A workload no instance holds any more is never left behind: killed, then forgotten.
         Cost: O(reports)."""
         for report in reports:
-            if _held(state, report):
+            if held(state, report):
                 continue
             if report.phase in ("starting", "running"):
                 self.runtime.kill(report.allocation_id)
@@ -389,7 +379,7 @@ class ControlPlane:
                 live.let_go(adopt)
             raise
         commit = live.commit_for(decision, now)
-        if not _is_empty(commit):
+        if not is_empty(commit):
             try:
                 self.store.commit(commit)
             except StaleWrite:
@@ -440,76 +430,3 @@ class ControlPlane:
         if state.status not in DRAINING:
             return None
         return interruption_notice(state.notice_at, state.deadline)
-
-
-def _as_written(commit: Commit, instance_id: str, stored: StoredInstance | None) -> StoredInstance:
-    """The instance as the commit left it (without reading it back), or as it was read before
-    the decision when the decision did not change it."""
-    for w in commit.instances:
-        if w.state.id == instance_id:
-            version = version_after(w.expected_version)
-            launch = w.launch if w.launch is not None else stored.launch if stored else None
-            assert launch is not None  # a new instance is written with its launch record
-            return StoredInstance(w.state, launch, version)
-    assert stored is not None  # a launch always writes its instance
-    return stored
-
-
-def _changing_reports(
-    state: EngineState, reports: Sequence[WorkloadReport]
-) -> list[tuple[str, LifecycleEvent]]:
-    """The reports that change something, as lifecycle events, in allocation order. A workload
-    reported running whose instance is not starting any more changes nothing (the local runtime
-    reports every workload on every tick), so it never reaches the engine. Cost: O(reports)."""
-    events: list[tuple[str, LifecycleEvent]] = []
-    for report in sorted(reports, key=lambda r: r.allocation_id):
-        inst = state.instances.get(report.instance_id)
-        if inst is None or inst.allocation_id != report.allocation_id:
-            continue
-        if report.phase == "running" and inst.status is not InstanceStatus.STARTING:
-            continue
-        event = _event_for(report)
-        if event is not None:
-            events.append((inst.id, event))
-    return events
-
-
-def _held(state: EngineState, report: WorkloadReport) -> bool:
-    """Whether the reported workload is an allocation some live instance or node holds."""
-    subject = state.instances.get(report.instance_id) or state.nodes.get(report.instance_id)
-    return subject is not None and subject.allocation_id == report.allocation_id
-
-
-def _merged(first: EngineStep, then: EngineStep) -> EngineStep:
-    """Two steps taken one after the other, as one: the later state, both effects in order,
-    what either touched."""
-    return EngineStep(
-        then.state, (*first.effects, *then.effects), then.wake_at, first.touched | then.touched
-    )
-
-
-def _is_empty(commit: Commit) -> bool:
-    return not (
-        commit.instances
-        or commit.outbox
-        or commit.events
-        or commit.usage
-        or commit.metered_through
-        or commit.volumes
-        or commit.ledger
-        or commit.clusters
-        or commit.nodes
-        or commit.accounts
-        or commit.api_keys
-    )
-
-
-def _event_for(report: WorkloadReport) -> LifecycleEvent | None:
-    match report.phase:
-        case "running":
-            return WorkloadStarted()
-        case "exited":
-            return WorkloadExited(report.exit_code)
-        case "start_failed":
-            return StartFailed(report.reason or "the workload could not start")
-    return None
