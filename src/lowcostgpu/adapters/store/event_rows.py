@@ -19,7 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lowcostgpu.adapters.store import rows
+from lowcostgpu.adapters.store import rows, statements
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.ports.store import EventRecord
@@ -34,8 +34,8 @@ def insert(conn: sa.Connection, events: Sequence[EventRecord]) -> list[tuple[Eve
     seen: set[str] = set()
     for i in range(0, len(keys), _CHUNK):
         chunk = keys[i : i + _CHUNK]
-        seen.update(conn.scalars(sa.select(t.events.c.key).where(t.events.c.key.in_(chunk))))
-    seq = conn.scalar(sa.select(sa.func.coalesce(sa.func.max(t.events.c.seq), 0))) or 0
+        seen.update(conn.scalars(statements.EVENT_KEYS_STORED, {"keys": chunk}))
+    seq = conn.scalar(statements.LAST_EVENT_SEQ) or 0
     new: list[tuple[EventRecord, int]] = []
     for e in events:
         if e.key not in seen:
@@ -43,7 +43,7 @@ def insert(conn: sa.Connection, events: Sequence[EventRecord]) -> list[tuple[Eve
             seq += 1
             new.append((e, seq))
     if new:
-        conn.execute(sa.insert(t.events), [rows.event_row(e, n) for e, n in new])
+        conn.execute(statements.INSERT_EVENTS, [rows.event_row(e, n) for e, n in new])
     return new
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lowcostgpu.adapters.store import rows
+from lowcostgpu.adapters.store import rows, statements
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound, StaleWrite
@@ -29,7 +29,7 @@ Text = Callable[[sa.Column[Any]], sa.ColumnElement[Any]]  # text ordered by code
 
 def write(conn: sa.Connection, insert: Insert, w: InstanceWrite) -> None:
     if w.expected_version is None:
-        stmt = insert(t.instances).on_conflict_do_nothing(index_elements=["id"])
+        stmt = statements.ignoring(insert, t.instances, ("id",))
         new = rows.new_instance_row(w)
         result = conn.execute(stmt, new, execution_options={"preserve_rowcount": True})
         if result.rowcount != 1:
@@ -59,8 +59,7 @@ def instances(conn: sa.Connection, text: Text, include_deleted: bool) -> list[St
 
 
 def instance(conn: sa.Connection, instance_id: str) -> StoredInstance:
-    q = sa.select(t.instances).where(t.instances.c.id == instance_id)
-    found = conn.execute(q).mappings().first()
+    found = conn.execute(statements.INSTANCE, {"id": instance_id}).mappings().first()
     if found is None:
         raise NotFound(f"no instance {instance_id}", hint="list instances to see their ids")
     return rows.stored_instance(found)

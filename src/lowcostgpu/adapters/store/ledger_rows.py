@@ -21,7 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lowcostgpu.adapters.store import rows
+from lowcostgpu.adapters.store import rows, statements
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.ports.store import LedgerEntry
 
@@ -83,6 +83,5 @@ def balances(conn: sa.Connection, text: Text) -> dict[str, Decimal]:
 
 
 def balance(conn: sa.Connection, account_id: str) -> Decimal:
-    bal = t.account_balances
-    found = conn.scalar(sa.select(bal.c.balance).where(bal.c.account_id == account_id))
+    found = conn.scalar(statements.BALANCE, {"account_id": account_id})
     return Decimal(0) if found is None else rows.ledger_amount(found)

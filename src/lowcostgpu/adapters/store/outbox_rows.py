@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lowcostgpu.adapters.store import rows
+from lowcostgpu.adapters.store import rows, statements
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.ports.store import OutboxEntry
@@ -24,7 +24,7 @@ _CHUNK = 500  # keys per IN (...) list
 def write(conn: sa.Connection, insert: Insert, entries: Sequence[OutboxEntry]) -> None:
     """Insert the entries whose key is not stored yet (a replayed commit inserts nothing)."""
     if entries:
-        stmt = insert(t.outbox).on_conflict_do_nothing(index_elements=["key"])
+        stmt = statements.ignoring(insert, t.outbox, ("key",))
         conn.execute(stmt, [rows.outbox_row(e) for e in entries])
 
 
@@ -43,6 +43,5 @@ def pending(conn: sa.Connection, limit: int) -> list[OutboxEntry]:
     """Effects not yet done, oldest first."""
     if limit <= 0:
         return []
-    q = sa.select(t.outbox).where(t.outbox.c.done_at.is_(None))
-    q = q.order_by(t.outbox.c.position).limit(limit)
-    return [rows.outbox_entry(r) for r in conn.execute(q).mappings()]
+    found = conn.execute(statements.PENDING_OUTBOX, {"limit": limit}).mappings()
+    return [rows.outbox_entry(r) for r in found]

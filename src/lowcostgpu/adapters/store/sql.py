@@ -33,6 +33,7 @@ from lowcostgpu.adapters.store import (
     ledger_rows,
     outbox_rows,
     rows,
+    statements,
     usage_rows,
 )
 from lowcostgpu.adapters.store import schema as t
@@ -324,8 +325,9 @@ class SqlStore:
         return rows.account_record(found[0])
 
     def api_key(self, key_hash: str) -> ApiKeyRecord | None:
-        found = self._rows(sa.select(t.api_keys).where(t.api_keys.c.key_hash == key_hash))
-        return rows.api_key_record(found[0]) if found else None
+        with translated(self.url), self._engine.connect() as conn:
+            found = conn.execute(statements.API_KEY, {"key_hash": key_hash}).mappings().first()
+        return rows.api_key_record(found) if found else None
 
     def api_keys(self, account_id: str | None = None) -> list[ApiKeyRecord]:
         q = sa.select(t.api_keys)

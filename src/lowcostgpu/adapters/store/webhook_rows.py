@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lowcostgpu.adapters.store import codec
+from lowcostgpu.adapters.store import codec, statements
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.domain.errors import NotFound
 from lowcostgpu.ports.store import EventRecord
@@ -83,10 +83,12 @@ def write(
 
 
 def endpoints(conn: sa.Connection, account_id: str | None = None) -> list[WebhookEndpoint]:
-    q = sa.select(t.webhook_endpoints.c.state).where(t.webhook_endpoints.c.status != "deleted")
-    if account_id is not None:
-        q = q.where(t.webhook_endpoints.c.account_id == account_id)
-    found = [codec.loads(WebhookEndpoint, s) for s in conn.scalars(q)]
+    if account_id is not None:  # every commit with events asks this: a prebuilt statement
+        texts = conn.scalars(statements.ENDPOINTS_OF_ACCOUNT, {"account_id": account_id})
+    else:
+        q = sa.select(t.webhook_endpoints.c.state)
+        texts = conn.scalars(q.where(t.webhook_endpoints.c.status != "deleted"))
+    found = [codec.loads(WebhookEndpoint, s) for s in texts]
     return sorted(found, key=lambda e: e.id)
 
 

@@ -1,0 +1,49 @@
+"""Statements built once: the hot paths of the SQL store execute prebuilt statements.
+
+Building a SQLAlchemy statement (`sa.select(...).where(...)`) and computing its cache key costs
+more than SQLite takes to run it: measured here, 57 µs for a one-row select built per call
+against 19 µs for the same statement built once with a bound parameter. Every statement of a
+launch's commit and of an API request's reads is built here once (per dialect where it
+differs) and executed with its parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+import sqlalchemy as sa
+
+from lowcostgpu.adapters.store import schema as t
+
+Insert = Callable[[sa.Table], Any]  # an INSERT that knows ON CONFLICT, for the dialect
+
+
+@lru_cache(maxsize=256)
+def ignoring(insert: Insert, table: sa.Table, keys: tuple[str, ...]) -> Any:
+    """`INSERT ... ON CONFLICT (keys) DO NOTHING` built by a store's dialect-aware `insert`,
+    once per store, table and keys (a store's bound `insert` method is the cache key)."""
+    return insert(table).on_conflict_do_nothing(index_elements=list(keys))
+
+
+EVENT_KEYS_STORED = sa.select(t.events.c.key).where(
+    t.events.c.key.in_(sa.bindparam("keys", expanding=True))
+)
+LAST_EVENT_SEQ = sa.select(sa.func.coalesce(sa.func.max(t.events.c.seq), 0))
+INSERT_EVENTS = sa.insert(t.events)
+ENDPOINTS_OF_ACCOUNT = sa.select(t.webhook_endpoints.c.state).where(
+    t.webhook_endpoints.c.status != "deleted",
+    t.webhook_endpoints.c.account_id == sa.bindparam("account_id"),
+)
+API_KEY = sa.select(t.api_keys).where(t.api_keys.c.key_hash == sa.bindparam("key_hash"))
+BALANCE = sa.select(t.account_balances.c.balance).where(
+    t.account_balances.c.account_id == sa.bindparam("account_id")
+)
+INSTANCE = sa.select(t.instances).where(t.instances.c.id == sa.bindparam("id"))
+PENDING_OUTBOX = (
+    sa.select(t.outbox)
+    .where(t.outbox.c.done_at.is_(None))
+    .order_by(t.outbox.c.position)
+    .limit(sa.bindparam("limit"))
+)
