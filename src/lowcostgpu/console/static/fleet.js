@@ -96,7 +96,7 @@ export async function fleetPage(main, _id, { signal }) {
         ["Median time between", (s) => (s.median_time_between_interruptions_s === null ? "— (none twice yet)" : duration(s.median_time_between_interruptions_s)), "num",
           (s) => s.median_time_between_interruptions_s ?? Infinity],
       ], f.interruptions, "", { id: "interruptions" }),
-      h("p", { class: "muted" }, "Median time between two interruptions of the same instance, all time.")),
+      h("p", { class: "muted" }, "Interruptions and the median time between two interruptions of the same instance, over the last 7 days.")),
       card("Instances by state",
         table([["State", ([s]) => s], ["Instances", ([, n]) => n, "num"]], Object.entries(f.instances), "No live instances."))));
 }
