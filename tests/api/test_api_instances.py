@@ -97,9 +97,12 @@ def test_billing_balance_metrics_healthz_and_openapi(api: Api) -> None:
     assert balance["balance"] == "12.50" and balance["can_launch"] is True
     assert balance["ledger"][0]["kind"] == "topup"
     assert user.usage_records() == []
+    assert httpx.get(f"{api.url}/v1/nothing-here").status_code == 404
     metrics = httpx.get(f"{api.url}/metrics").text
     assert 'lowcostgpu_gpus{gpu_type="a100-sxm4",region="eu-west",use="total"} 2.0' in metrics
     assert "lowcostgpu_http_requests_total" in metrics
+    assert 'lowcostgpu_http_requests_total{method="GET",status="404"}' in metrics
+    assert 'lowcostgpu_http_requests_total{method="GET",status="200"}' in metrics
     assert httpx.get(f"{api.url}/healthz").json() == {"ok": True, "leading": True}
     paths = httpx.get(f"{api.url}/openapi.json").json()["paths"]
     assert {"/v1/instances", "/v1/prices", "/v1/fleet", "/v1/billing"} <= set(paths)

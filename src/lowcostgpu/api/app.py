@@ -14,13 +14,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lowcostgpu.api import routes_billing, routes_instances, routes_metadata
 from lowcostgpu.api.context import ApiContext
@@ -88,13 +89,7 @@ def create_app(
     metrics = Metrics(ctx)
     _handle_errors(api)
 
-    @api.middleware("http")
-    async def count(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        metrics.requests.labels(request.method, str(response.status_code)).inc()
-        return response
+    api.add_middleware(RequestCounter, count=metrics.count_request)
 
     @api.get("/healthz", tags=["service"])
     def healthz() -> dict[str, Any]:
@@ -113,6 +108,33 @@ def create_app(
     ):
         api.include_router(router)
     return api
+
+
+class RequestCounter:
+    """Counts requests by method and status, as a plain ASGI middleware: Starlette's
+    `BaseHTTPMiddleware` (what `@app.middleware("http")` builds) wraps every response in a
+    stream and cost more than a launch's decision here (bench/plane.py --http)."""
+
+    def __init__(self, app: ASGIApp, count: Callable[[str, int], None]) -> None:
+        self.app = app
+        self.count = count
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500  # what the client gets if no response starts
+
+        async def sent(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        finally:
+            self.count(str(scope["method"]), status)
 
 
 def _handle_errors(api: FastAPI) -> None:

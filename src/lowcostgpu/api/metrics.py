@@ -77,5 +77,8 @@ class Metrics:
             registry=self.registry,
         )
 
+    def count_request(self, method: str, status: int) -> None:
+        self.requests.labels(method, str(status)).inc()
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -14,11 +14,12 @@ host closest to fitting the refused on-demand request gets no new preemptible wo
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from dataclasses import dataclass
 
 from lowcostgpu.core.holds import OnDemandHold
 from lowcostgpu.core.scheduler import SchedulerConfig, lowest_indices
-from lowcostgpu.core.snapshot import FleetSnapshot, HostState
+from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.core.state import Placement, Plan, Reservation, Ticket
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
 
@@ -42,52 +43,122 @@ def schedule_pool(
     hold: OnDemandHold | None = None,
 ) -> Plan:
     queue = snapshot.queue(pool)
-    free = {s.host.id: sorted(s.free_indices) for s in snapshot.hosts_with_free(pool)}
+    free = _Free(snapshot, pool)
     placements: list[Placement] = []
     reservations: list[Reservation] = []
     if hold is not None and hold.until > now:
-        _hold_back(snapshot.hosts_in(pool), free, pool, hold.gpus, ON_DEMAND_HOLD, reservations)
+        _hold_back(free, pool, hold.gpus, ON_DEMAND_HOLD, reservations)
     head_seen = False
     examined_after_head = 0
-    largest_block = max((len(i) for i in free.values()), default=0)
     for ticket in queue:
-        if not free:
+        if not free.hosts:
             break
         if head_seen:
             examined_after_head += 1
             if examined_after_head > config.backfill_window:
                 break
-        host_id = _best_fit(free, ticket.gpus) if ticket.gpus <= largest_block else None
+        host_id = free.best_fit(ticket.gpus) if ticket.gpus <= free.largest else None
         if host_id is not None:
             placements.append(_place(ticket, host_id, free))
-            largest_block = max((len(i) for i in free.values()), default=0)
             continue
         if head_seen:
             continue
         head_seen = True
-        if now - ticket.enqueued_at >= config.head_reservation_after_s and _hold_back(
-            snapshot.hosts_in(pool), free, pool, ticket.gpus, ticket.subject_id, reservations
-        ):
-            largest_block = max((len(i) for i in free.values()), default=0)
+        if now - ticket.enqueued_at >= config.head_reservation_after_s:
+            _hold_back(free, pool, ticket.gpus, ticket.subject_id, reservations)
     return Plan(placements=tuple(placements), reservations=tuple(reservations))
 
 
-def _best_fit(free: dict[str, list[int]], gpus: int) -> str | None:
-    best: tuple[int, str] | None = None
-    for host_id, indices in free.items():
-        if len(indices) >= gpus and (best is None or (len(indices), host_id) < best):
-            best = (len(indices), host_id)
-    return best[1] if best else None
+class _Free:
+    """A pool's free GPUs as one pass changes them: the snapshot's index of (free GPUs, host id)
+    per host size (`FleetSnapshot.pool_free`), read through the hosts this pass placed on or
+    reserved. Each question costs a bisection per host size plus the hosts the pass changed,
+    not a look at every free host of the pool."""
+
+    __slots__ = ("changed", "extra", "hosts", "largest", "sized", "sizes", "snapshot")
+
+    def __init__(self, snapshot: FleetSnapshot, pool: PoolKey) -> None:
+        self.snapshot = snapshot
+        self.sized = snapshot.pool_free.get(pool, {})
+        self.sizes = snapshot.pool_sizes.get(pool, ())
+        self.changed: dict[str, list[int]] = {}  # host id -> its free GPU indices now
+        self.extra: dict[int, list[tuple[int, str]]] = {}  # per size: (free, id) of changed hosts
+        self.hosts = sum(map(len, self.sized.values()))  # hosts with free GPUs
+        self.largest = self._largest()  # the most free GPUs on one host
+
+    def free_of(self, host_id: str) -> int:
+        indices = self.changed.get(host_id)
+        return self.snapshot.hosts[host_id].free if indices is None else len(indices)
+
+    def indices(self, host_id: str) -> list[int]:
+        indices = self.changed.get(host_id)
+        return sorted(self.snapshot.hosts[host_id].free_indices) if indices is None else indices
+
+    def _first(self, size: int, at_least: tuple[int, str]) -> tuple[int, str] | None:
+        """The least entry ≥ `at_least` among the hosts of `size`, as this pass sees them."""
+        base = next(
+            (e for e in self.sized[size].from_item(at_least) if e[1] not in self.changed), None
+        )
+        extra = self.extra.get(size)
+        if extra:
+            at = bisect_left(extra, at_least)
+            if at < len(extra) and (base is None or extra[at] < base):
+                return extra[at]
+        return base
+
+    def _top(self, size: int) -> int:
+        """The most free GPUs on one host of `size`, as this pass sees them."""
+        top = next((e[0] for e in reversed(self.sized[size]) if e[1] not in self.changed), 0)
+        extra = self.extra.get(size)
+        return max(top, extra[-1][0]) if extra else top
+
+    def _largest(self) -> int:
+        return max((self._top(size) for size in self.sized), default=0)
+
+    def best_fit(self, gpus: int) -> str | None:
+        """The host with the fewest free GPUs that still fit `gpus` (ties: host id)."""
+        best: tuple[int, str] | None = None
+        for size in self.sized:
+            if size >= gpus:
+                entry = self._first(size, (gpus, ""))
+                if entry is not None and (best is None or entry < best):
+                    best = entry
+        return None if best is None else best[1]
+
+    def closest(self, gpus: int) -> str | None:
+        """The host closest to fitting `gpus`: most free GPUs now among the hosts with at least
+        `gpus` GPUs, then host id; None if no host is that big."""
+        best: tuple[int, str] | None = None  # (-free, host id)
+        for size in self.sized:
+            if size >= gpus and (top := self._top(size)) > 0:
+                entry = self._first(size, (top, ""))
+                assert entry is not None
+                if best is None or (-entry[0], entry[1]) < best:
+                    best = (-entry[0], entry[1])
+        if best is not None:
+            return best[1]
+        return min((host_id for size, host_id in self.sizes if size >= gpus), default=None)
+
+    def set(self, host_id: str, indices: list[int]) -> None:
+        """The host's free GPU indices are now `indices`."""
+        size = self.snapshot.hosts[host_id].host.gpu_count
+        old = self.free_of(host_id)
+        if old > 0:
+            self.hosts -= 1
+            if host_id in self.changed:
+                extra = self.extra[size]
+                del extra[bisect_left(extra, (old, host_id))]
+        self.changed[host_id] = indices
+        if indices:
+            self.hosts += 1
+            insort(self.extra.setdefault(size, []), (len(indices), host_id))
+        self.largest = self._largest()
 
 
-def _place(ticket: Ticket, host_id: str, free: dict[str, list[int]]) -> Placement:
-    indices = free[host_id]
+def _place(ticket: Ticket, host_id: str, free: _Free) -> Placement:
+    indices = free.indices(host_id)
     taken = lowest_indices(frozenset(indices), ticket.gpus)
-    rest = [i for i in indices if i not in taken]
-    if rest:
-        free[host_id] = rest
-    else:
-        del free[host_id]
+    free.set(host_id, [i for i in indices if i not in taken])
     return Placement(
         subject_id=ticket.subject_id,
         host_id=host_id,
@@ -100,21 +171,16 @@ def _place(ticket: Ticket, host_id: str, free: dict[str, list[int]]) -> Placemen
 
 
 def _hold_back(
-    hosts: list[HostState],
-    free: dict[str, list[int]],
-    pool: PoolKey,
-    gpus: int,
-    subject_id: str,
-    reservations: list[Reservation],
+    free: _Free, pool: PoolKey, gpus: int, subject_id: str, reservations: list[Reservation]
 ) -> bool:
     """Reserve the host closest to fitting `gpus` (most free GPUs now, then host id): its free
     GPUs leave `free`, and the reservation joins `reservations`. False if no host is big enough."""
-    fitting = [s for s in hosts if s.host.gpu_count >= gpus]
-    if not fitting:
+    chosen = free.closest(gpus)
+    if chosen is None:
         return False
-    chosen = min(fitting, key=lambda s: (-len(free.get(s.host.id, ())), s.host.id))
-    free.pop(chosen.host.id, None)
-    reservations.append(Reservation(pool=pool, host_id=chosen.host.id, subject_id=subject_id))
+    if free.free_of(chosen) > 0:
+        free.set(chosen, [])
+    reservations.append(Reservation(pool=pool, host_id=chosen, subject_id=subject_id))
     return True
 
 

@@ -79,8 +79,7 @@ def place_on_demand(
 ) -> Plan:
     """Place the request now, reclaiming preemptible work if needed, or raise."""
     _check_request(snapshot, request)
-    with_free = snapshot.hosts_with_free(request.pool)
-    host = best_fit(with_free, request.gpus)
+    host = snapshot.best_fit_free(request.pool, request.gpus)  # `best_fit` by bisection
     if host is not None:
         indices = lowest_indices(host.free_indices, request.gpus)
         return Plan(placements=(_placement(request, host, indices),))
@@ -90,7 +89,7 @@ def place_on_demand(
         now,
         config.policy,
         config.min_runtime_s,
-        most_free=max((s.free for s in with_free), default=0),
+        most_free=snapshot.most_free(request.pool),
     )
     if search.best is None:
         raise _insufficient(request, snapshot.hosts_in(request.pool))

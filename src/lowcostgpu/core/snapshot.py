@@ -3,17 +3,22 @@
 Immutable, and shaped for the scheduler's questions: per host its allocations and free GPU indices,
 per pool its hosts and its FIFO queue. `apply_plan` and the small update functions return a new
 snapshot that shares every untouched host and queue with the old one, so keeping the snapshot up to
-date costs a copy of two small dicts and a slice of one queue, not a rebuild of the fleet.
+date costs O(what changed): the host map is persistent (`immutables.Map`), and the per-pool host
+indexes (free GPUs, newest progress mark) are sorted chunked tuples (`core.sorted_chunks`) of which
+an update copies one chunk — not a rebuild of the fleet, nor a copy of a pool's hosts.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
+import immutables
+
 from lowcostgpu.core.fifo import TicketQueue
+from lowcostgpu.core.sorted_chunks import SortedChunks
 from lowcostgpu.core.state import Placement, Plan, Ticket
 from lowcostgpu.domain.capacity import Allocation, Host, PoolKey, Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
@@ -121,16 +126,17 @@ class HostState:
         return HostState.of(self.host, allocations)
 
 
-def _moved(
-    order: tuple[tuple[int, str], ...], old: tuple[int, str] | None, new: tuple[int, str] | None
-) -> tuple[tuple[int, str], ...]:
-    """The sorted order with `old` taken out and `new` put in, by bisection and slicing."""
+Entry = tuple[int, str]  # (a number the index orders by, host id)
+Index = SortedChunks[Entry]
+EMPTY_INDEX: Index = SortedChunks()
+
+
+def _moved(order: Index, old: Entry | None, new: Entry | None) -> Index:
+    """The sorted order with `old` taken out and `new` put in: O(chunk + chunks)."""
     if old is not None:
-        at = bisect_left(order, old)
-        order = order[:at] + order[at + 1 :]
+        order = order.removed(old)
     if new is not None:
-        at = bisect_left(order, new)
-        order = order[:at] + (new,) + order[at:]  # noqa: RUF005 (a C-level copy)
+        order = order.inserted(new)
     return order
 
 
@@ -141,16 +147,19 @@ EMPTY_QUEUE = TicketQueue()
 class FleetSnapshot:
     """Hosts with their allocations, and one FIFO queue per pool, at one moment."""
 
-    hosts: Mapping[str, HostState]
+    hosts: immutables.Map[str, HostState]
     pool_hosts: Mapping[PoolKey, tuple[str, ...]]
     queues: Mapping[PoolKey, TicketQueue]
-    # Per pool, the hosts with free GPUs: in a busy fleet a handful, so placement looks at
-    # those instead of every host.
-    pool_free: Mapping[PoolKey, frozenset[str]]
+    # Per pool and host size (GPUs), the hosts with free GPUs as (free GPUs, host id), sorted:
+    # best fit is a bisection, the most free GPUs the last entry, whatever the pool's size.
+    pool_free: Mapping[PoolKey, Mapping[int, Index]]
     # Per pool, the hosts with reclaimable GPUs ordered by newest progress mark, latest first:
     # victim search walks this order and stops as soon as no later host can be cheaper.
-    pool_by_mark: Mapping[PoolKey, tuple[tuple[int, str], ...]]
+    pool_by_mark: Mapping[PoolKey, Index]
     pool_largest_host: Mapping[PoolKey, int]  # GPUs of the pool's biggest host
+    # Per pool, (host size, least host id of that size) by size: the host a reservation falls
+    # back on when no host big enough has free GPUs. The hosts never change in a snapshot.
+    pool_sizes: Mapping[PoolKey, tuple[Entry, ...]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -174,20 +183,31 @@ class FleetSnapshot:
         for ticket in tickets:
             queues.setdefault(ticket.pool, []).append(ticket)
         states = {h.id: HostState.of(h, by_host[h.id]) for h in host_list}
+        pool_free: dict[PoolKey, dict[int, Index]] = {}
+        pool_sizes: dict[PoolKey, dict[int, str]] = {}
+        for p, ids in pool_hosts.items():
+            sized: dict[int, list[Entry]] = {}
+            for host_id in sorted(ids):
+                state = states[host_id]
+                size = state.host.gpu_count
+                sized.setdefault(size, [])
+                pool_sizes.setdefault(p, {}).setdefault(size, host_id)
+                if state.free > 0:
+                    sized[size].append((state.free, host_id))
+            pool_free[p] = {size: SortedChunks.of(e) for size, e in sorted(sized.items())}
         return cls(
-            hosts=states,
+            hosts=immutables.Map(states),
             pool_hosts={p: tuple(sorted(ids)) for p, ids in pool_hosts.items()},
             queues={p: TicketQueue.of(q) for p, q in queues.items()},
-            pool_free={
-                p: frozenset(h for h in ids if states[h].free > 0) for p, ids in pool_hosts.items()
-            },
+            pool_free=pool_free,
             pool_largest_host={
                 p: max(states[h].host.gpu_count for h in ids) for p, ids in pool_hosts.items()
             },
             pool_by_mark={
-                p: tuple(sorted(e for h in ids if (e := states[h].mark_entry()) is not None))
+                p: SortedChunks.of(e for h in ids if (e := states[h].mark_entry()) is not None)
                 for p, ids in pool_hosts.items()
             },
+            pool_sizes={p: tuple(sorted(sizes.items())) for p, sizes in pool_sizes.items()},
         )
 
     # Reading -----------------------------------------------------------------------------------
@@ -215,7 +235,27 @@ class FleetSnapshot:
         return [self.hosts[h] for h in self.pool_hosts.get(pool, ())]
 
     def hosts_with_free(self, pool: PoolKey) -> list[HostState]:
-        return [self.hosts[h] for h in sorted(self.pool_free.get(pool, ()))]
+        """Every host of the pool with free GPUs, by host id: O(those hosts)."""
+        ids = sorted(h for index in self.pool_free.get(pool, {}).values() for _, h in index)
+        return [self.hosts[h] for h in ids]
+
+    def best_fit_free(self, pool: PoolKey, gpus: int) -> HostState | None:
+        """The host with the fewest free GPUs that still fit `gpus` (ties: host id), as
+        `scheduler.best_fit` over `hosts_with_free` finds it: a bisection per host size."""
+        best: Entry | None = None
+        for size, index in self.pool_free.get(pool, {}).items():
+            if size >= gpus:
+                entry = next(index.from_item((gpus, "")), None)
+                if entry is not None and (best is None or entry < best):
+                    best = entry
+        return None if best is None else self.hosts[best[1]]
+
+    def most_free(self, pool: PoolKey) -> int:
+        """The most free GPUs on one host of the pool: O(host sizes)."""
+        return max(
+            (next(reversed(index))[0] for index in self.pool_free.get(pool, {}).values() if index),
+            default=0,
+        )
 
     def hosts_by_mark(self, pool: PoolKey) -> Iterator[HostState]:
         """Hosts with reclaimable GPUs, the one with the most recent progress mark first."""
@@ -228,22 +268,27 @@ class FleetSnapshot:
     # Updating (each returns a new snapshot) ----------------------------------------------------
 
     def with_host_allocations(self, changes: Mapping[str, Iterable[Allocation]]) -> FleetSnapshot:
-        hosts = dict(self.hosts)
+        hosts = self.hosts.mutate()
         pool_free = dict(self.pool_free)
         pool_by_mark = dict(self.pool_by_mark)
         for host_id, allocs in changes.items():
             old = hosts[host_id]
-            state = hosts[host_id] = old.with_allocations(allocs)
+            state = old.with_allocations(allocs)
+            hosts[host_id] = state
             pool = state.host.pool
-            if state.free > 0 and host_id not in pool_free[pool]:
-                pool_free[pool] = pool_free[pool] | {host_id}
-            elif state.free == 0 and host_id in pool_free[pool]:
-                pool_free[pool] = pool_free[pool] - {host_id}
-            if old.mark_entry() != state.mark_entry():
-                pool_by_mark[pool] = _moved(
-                    pool_by_mark[pool], old.mark_entry(), state.mark_entry()
+            if old.free != state.free:
+                sized = dict(pool_free[pool])
+                size = state.host.gpu_count
+                sized[size] = _moved(
+                    sized[size],
+                    (old.free, host_id) if old.free > 0 else None,
+                    (state.free, host_id) if state.free > 0 else None,
                 )
-        return replace(self, hosts=hosts, pool_free=pool_free, pool_by_mark=pool_by_mark)
+                pool_free[pool] = sized
+            old_mark, new_mark = old.mark_entry(), state.mark_entry()
+            if old_mark != new_mark:
+                pool_by_mark[pool] = _moved(pool_by_mark[pool], old_mark, new_mark)
+        return replace(self, hosts=hosts.finish(), pool_free=pool_free, pool_by_mark=pool_by_mark)
 
     def with_queue(self, pool: PoolKey, queue: TicketQueue) -> FleetSnapshot:
         queues = dict(self.queues)

@@ -123,7 +123,8 @@ class Simulation:
         self.archive: dict[str, InstanceState] = {}
         self.launched: dict[str, None] = {}  # ids in the order the engine took them in
         self.owner: dict[str, str] = {}  # allocation id -> job id, while its workload runs
-        self.waiting: dict[PoolKey, list[str]] = {}  # refused on-demand requests, FIFO
+        # Refused on-demand requests, FIFO (a dict as an ordered set: O(1) to find one).
+        self.waiting: dict[PoolKey, dict[str, None]] = {}
         self.retry_due: set[PoolKey] = set()
         self.ticks: set[int] = set()
         self.finished: list[str] = []
@@ -213,9 +214,7 @@ class Simulation:
             step = engine.launch(before, spec, now, self.config)
         except InsufficientCapacity:
             self.engine_calls += 1
-            self.waiting.setdefault(job.pool, [])
-            if job_id not in self.waiting[job.pool]:
-                self.waiting[job.pool].append(job_id)
+            self.waiting.setdefault(job.pool, {})[job_id] = None  # keeps its place if there
             self._hold(job.pool, job.gpus, now)
             return False
         except (NotFound, InvalidRequest) as exc:
@@ -232,16 +231,24 @@ class Simulation:
 
     def _retry(self, pool: PoolKey, now: int) -> None:
         """Refused on-demand requests ask again, oldest first; one that is refused again stops
-        every request at least as big behind it (it cannot fit either)."""
+        every request at least as big behind it (it cannot fit either): once a one-GPU request
+        is refused, the rest are not looked at, so a retry costs O(requests tried), not
+        O(requests waiting). Launched requests leave the list; the others keep their places."""
         self.retry_due.discard(pool)
-        queue, self.waiting[pool] = self.waiting.get(pool, []), []
+        queue = self.waiting.setdefault(pool, {})
         refused_from: int | None = None
-        for job_id in queue:
+        launched: list[str] = []
+        for job_id in queue:  # nothing below adds to or takes from `queue` while it is walked
             gpus = self.workloads[job_id].job.gpus
             if refused_from is not None and gpus >= refused_from:
-                self.waiting[pool].append(job_id)
-            elif not self._launch(job_id, now):  # it is back in the waiting list
+                if refused_from <= 1:
+                    break  # every request asks for at least one GPU
+            elif self._launch(job_id, now):
+                launched.append(job_id)
+            else:  # still in the waiting list, at its place
                 refused_from = gpus if refused_from is None else min(refused_from, gpus)
+        for job_id in launched:
+            del queue[job_id]
 
     def _hold(self, pool: PoolKey, gpus: int, now: int) -> None:
         """Tell the engine of the refusal: the pool is held while the customer keeps asking."""
