@@ -310,7 +310,7 @@ def takeover_child(url: str, hosts: int, now: int) -> None:
     clock = FixedClock(now)
     runtime = BenchRuntime(now=clock.now)
     # The runtime knows its workloads already (a local runtime's state dir survives a restart).
-    runtime.adopt([s.state for s in store.instances()])
+    runtime.adopt([s.state for s in store.live_instances()])
     started = time.perf_counter()
     plane = build(store, runtime, clock, hosts).plane
     how = "first tick"

@@ -139,15 +139,22 @@ class ControlPlane:
         """The live state, loaded from the store if it is not in memory. On-demand holds are
         soft and not stored: they survive a reload (but not a restart)."""
         if self._live is None or self._meter is None:
-            live = LiveState.load(self.store, self.hosts)
-            live.state = replace(live.state, holds=self._kept_holds)
-            self._meter = Meter.load(
-                self.store, live, self.config.metering_interval_s, self.clock.now()
-            )
-            self._live = live
             # The live state is a large, long-lived heap (110,000 instances: millions of
-            # objects): moved out of the collector's view, so that its full collections do not
-            # rescan it and pause a decision for hundreds of milliseconds.
+            # objects) and has no cycles to collect: the collector is off while it is built
+            # (else each full collection rescans what is built so far), and it is then moved
+            # out of the collector's view, so that no full collection pauses a decision for
+            # hundreds of milliseconds rescanning it.
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                live = LiveState.load(self.store, self.hosts)
+                live.state = replace(live.state, holds=self._kept_holds)
+                interval_s, now = self.config.metering_interval_s, self.clock.now()
+                self._meter = Meter.load(self.store, live, interval_s, now)
+                self._live = live
+            finally:
+                if collecting:
+                    gc.enable()
             gc.freeze()
         return self._live, self._meter
 
