@@ -295,9 +295,14 @@ class ControlPlane:
         moved: dict[MeterKey, Timestamp] = {}
         charge = partial(self._charges, now=now)
         interval_s = meter.interval_s
-        for commit in pass_commits(spans, through, now, interval_s, charge):
-            self.store.commit(commit)
-            moved.update(commit.metered_through)
+        try:
+            for commit in pass_commits(spans, through, now, interval_s, charge):
+                self.store.commit(commit)
+                moved.update(commit.metered_through)
+        except BaseException:
+            with self._lock:  # the chunks that landed are not metered again by the retry
+                meter.through.update(moved)
+            raise
         with self._lock:
             if self._meter is meter and self._live is not None:
                 meter.passed(self._live.state, moved, now)
