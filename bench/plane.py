@@ -475,6 +475,9 @@ def run_scale(
         runtime = BenchRuntime(now=clock.now)
         hosts = fleet(args.hosts)
         seeded = seed(store, hosts, running=running, queued=queued, history=history, now=now)
+        if kind == "pg":  # what autovacuum does after a bulk load: the planner's statistics
+            with store._engine.begin() as conn:
+                conn.exec_driver_sql("ANALYZE")
         runtime.adopt(seeded.running)
         wired = build(store, runtime, clock, args.hosts)
         plane = wired.plane

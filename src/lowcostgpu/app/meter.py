@@ -65,10 +65,10 @@ class Meter:
         Cost: O(live subjects + volumes + events since the last metering pass)."""
         m = cls(interval_s, volumes={(v.account_id, v.name): v for v in store.volumes()})
         state = live.state
-        subjects = {*state.instances, *state.nodes}
+        m._open = {i for i, inst in state.instances.items() if inst.runs}
+        subjects = {*m._open, *state.nodes}  # an instance that never ran owes nothing yet
         subjects |= {volume_key(a, n) for a, n in m.volumes}
         m.through = store.metered_through(subjects)
-        m._open = {i for i, inst in state.instances.items() if inst.runs}
         m._adopt_stragglers(store, state, now)
         return m
 
