@@ -16,6 +16,8 @@ jobs J times more than the hosts (J × the load per GPU), so that the queue grow
 tens of thousands of jobs alive on a large fleet. `peak_alive` is the most jobs submitted and not
 yet finished (queued, running or waiting for on-demand capacity) at any moment of the run; the
 load average of the machine is printed before each row (the cores may be shared).
+`--no-yardstick` leaves out the clairvoyant dry run at each reclaim (`sim.reclaims`), which weighs
+every host of the pool: the engine's own cost per event without that measurement.
 
 `--backlog N,…` runs a synthetic world instead, to measure the cost per event against the number
 of jobs alive with the fleet held fixed: 128 GPUs, N one-GPU interruptible jobs submitted one a
@@ -50,13 +52,14 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=None)
     parser.add_argument("--from-day", type=float, default=0.0)
     parser.add_argument("--job-factor", type=int, default=1)
+    parser.add_argument("--no-yardstick", action="store_true")
     parser.add_argument("--backlog", default=None)
     args = parser.parse_args()
     config = SchedulerConfig(policy=policy_by_name(args.policy))
     if args.backlog is not None:
         _header(f"synthetic backlog, policy {args.policy}")
         for n in (int(k) for k in args.backlog.split(",")):
-            _run(backlog(n), config, n)
+            _run(backlog(n), config, n, args.no_yardstick)
         return
     trace = read_alibaba(args.trace, fleet_scale=args.fleet_scale)
     base = from_day(trace, args.from_day).until(args.days)
@@ -65,7 +68,7 @@ def main() -> None:
         world = base.replicated(factor * args.job_factor)
         if args.job_factor > 1:
             world = replace(world, hosts=base.replicated(factor).hosts)
-        _run(world, config, factor)
+        _run(world, config, factor, args.no_yardstick)
 
 
 def _header(title: str) -> None:
@@ -76,10 +79,15 @@ def _header(title: str) -> None:
     )
 
 
-def _run(trace: Trace, config: SchedulerConfig, factor: int) -> None:
+def _run(trace: Trace, config: SchedulerConfig, factor: int, no_yardstick: bool = False) -> None:
     load = os.getloadavg()[0]
     started, cpu_started = time.perf_counter(), time.process_time()
-    result = Simulation(trace, config).run()
+    simulation = (
+        Simulation(trace, config, measure_reclaims=False)
+        if no_yardstick
+        else Simulation(trace, config)  # as a checkout without the option runs it
+    )
+    result = simulation.run()
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
     gpus = sum(h.gpu_count for h in trace.hosts)

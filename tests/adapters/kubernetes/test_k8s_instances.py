@@ -64,11 +64,11 @@ def test_a_start_while_the_api_server_is_unreachable_is_retried_not_failed(
 ) -> None:
     world = K8sWorld(kube, namespace)
     request = LaunchRequest("acme", "a100-sxm4", "interruptible", 4, command=("train",))
-    instance = world.plane.launch(request).state.id
     world.runtime.kube = Kube.from_kubeconfig(  # the server cannot be reached for the start
         k8s.write_kubeconfig(tmp_path / "kc", url=f"https://127.0.0.1:{free_port()}"), timeout_s=2
     )
-    world.plane.run_outbox()
+    instance = world.plane.launch(request).state.id  # its start is tried right after the commit
+    world.plane.run_outbox()  # and again by the loop
     assert [e.kind for e in world.store.pending_outbox()] == ["StartWorkload"]  # kept: a retry
     assert world.store.instance(instance).state.status is InstanceStatus.STARTING
     world.runtime.kube = kube  # back
