@@ -24,8 +24,8 @@ def changing_reports(
     """The reports that change something, as lifecycle events, in allocation order. A workload
     reported running whose instance is not starting any more changes nothing (the local runtime
     reports every workload on every tick), so it never reaches the engine. Cost: O(reports)."""
-    events: list[tuple[str, LifecycleEvent]] = []
-    for report in sorted(reports, key=lambda r: r.allocation_id):
+    events: list[tuple[str, str, LifecycleEvent]] = []  # sorted after filtering: few are left
+    for report in reports:
         inst = state.instances.get(report.instance_id)
         if inst is None or inst.allocation_id != report.allocation_id:
             continue
@@ -33,8 +33,9 @@ def changing_reports(
             continue
         event = event_for(report)
         if event is not None:
-            events.append((inst.id, event))
-    return events
+            events.append((report.allocation_id, inst.id, event))
+    events.sort(key=lambda e: e[0])
+    return [(instance_id, event) for _, instance_id, event in events]
 
 
 def node_exits(
@@ -46,11 +47,12 @@ def node_exits(
     """A node's placeholder that exited means its pods are gone: the drain can end.
     Cost: O(reports)."""
     step = EngineStep(state)
-    for report in sorted(reports, key=lambda r: r.allocation_id):
+    if not state.nodes:
+        return step
+    ended = [r for r in reports if r.phase in ("exited", "start_failed")]
+    for report in sorted(ended, key=lambda r: r.allocation_id):
         node = state.nodes.get(report.instance_id)
-        if node is None or node.allocation_id != report.allocation_id:
-            continue
-        if report.phase in ("exited", "start_failed"):
+        if node is not None and node.allocation_id == report.allocation_id:
             step = merged(step, cluster_engine.node_exited(step.state, node.id, now, config))
     return step
 
