@@ -18,13 +18,10 @@ import argparse
 import statistics
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -33,6 +30,7 @@ from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.adapters.store.engine import WRITE, create_engine, parse_url
 from lowcostgpu.adapters.store.rows import exact_sum, ledger_amount, ledger_row
 from lowcostgpu.ports.store import Commit, LedgerEntry
+from plane_support import pg_schema  # bench/ is on the path of a bench script
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 CHARGE = Decimal("-0.00400833333333333333")  # a minute of an interruptible rtx-5090 GPU
@@ -109,18 +107,6 @@ def bench(url: str, rows: int, accounts: int, repeats: int) -> None:
     finally:
         store.close()
         engine.dispose()
-
-
-@contextmanager
-def pg_schema(base: str) -> Iterator[str]:
-    name = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-    try:
-        yield f"{base}?options=-csearch_path%3D{name}"
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
 def main() -> None:

@@ -423,27 +423,26 @@ class ControlPlane:
         return decision, commit
 
     def _run_entries(self, entries: Sequence[OutboxEntry]) -> None:
-        """Carry out effects and mark the done ones; the others stay pending for a retry.
-
-        A start that could not be carried out (its volume could not be made, say) is done as an
-        effect, and its instance fails with the reason: its GPUs are freed, nothing else waits.
-        """
-        if not entries:
-            return
-        with self._outbox_lock:
-            outcome = self._carry_out(entries)
-            self.store.mark_done(outcome.done, self.clock.now())
-        for instance_id, why in outcome.failed_starts:
-            self._user(instance_id, StartFailed(why))
+        """Carry out a commit's own effects, right after it."""
+        self._carry(lambda: entries)
 
     def run_outbox(self) -> None:
         """Carry out effects still pending (retries, and what a crash left): the partial index
         on pending entries makes this O(pending)."""
+        self._carry(self.store.pending_outbox)
+
+    def _carry(self, entries_of: Callable[[], Sequence[OutboxEntry]]) -> None:
+        """Carry out effects and mark the done ones; the others stay pending for a retry. One
+        carrier at a time, from reading the entries to marking them.
+
+        A start that could not be carried out (its volume could not be made, say) is done as an
+        effect, and its instance fails with the reason: its GPUs are freed, nothing else waits.
+        """
         with self._outbox_lock:
-            pending = self.store.pending_outbox()
-            if not pending:
+            entries = entries_of()
+            if not entries:
                 return
-            outcome = self._carry_out(pending)
+            outcome = self._carry_out(entries)
             self.store.mark_done(outcome.done, self.clock.now())
         for instance_id, why in outcome.failed_starts:
             self._user(instance_id, StartFailed(why))
