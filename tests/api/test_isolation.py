@@ -1,68 +1,389 @@
-"""Isolation: every endpoint the app has, called with another account's key, reveals nothing.
+"""Tenant isolation: no key reaches another account's objects, sees them, or changes them.
 
-The routes are read from the app's own OpenAPI document, so an endpoint added later (clusters,
-say) is covered without touching this test. Objects of the victim are addressed by their real
-ids, and each answer must be exactly the answer for ids that never existed (a 404 for an
-instance); endpoints without ids must not mention the victim's objects at all.
+The routes are read from the server's own OpenAPI document, so a route added later is covered
+without touching this file — and fails `test_every_route_of_the_openapi_document_is_covered`
+until the tenants own an object for each id it takes and a valid body is written for it here.
+
+Two tenants own one object of every kind (`isolation_world`). Every route that takes an id is
+called with the victim's real ids and with ids that never existed: the answers must be the same
+once ids are masked (a 404 for an account's objects, a 403 for an admin route); the same call on
+the intruder's own objects must get through (the control: the body is valid and the refusal is
+the ownership check). After each test the victim's world, as the victim and the admin see it,
+must be exactly what it was.
 """
 
 from __future__ import annotations
 
-import time
+import base64
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
-from api_server import Api
+import pytest
+from isolation_world import (
+    ADMIN,
+    GPU,
+    Tenant,
+    World,
+    never_existed,
+    serving_world,
+    settled,
+    usage_records,
+)
+
+# A valid body for every route that needs one: a leak would act (the target 0 -> 1, a credit).
+BODIES: dict[tuple[str, str], Any] = {
+    ("POST", "/v1/instances"): {"gpu": GPU, "command": ["true"]},
+    ("POST", "/v1/clusters"): {"gpu": GPU, "gpus_per_node": 1, "standard_nodes": 1},
+    ("PATCH", "/v1/clusters/{cluster_id}"): {"desired_preemptible_gpus": 1},
+    ("POST", "/v1/clusters/{cluster_id}/nodes/{node_id}/convert"): {"compute_class": "preemptible"},
+    ("POST", "/v1/webhooks"): {"url": "http://127.0.0.1:9/hook"},
+    ("POST", "/v1/accounts"): {"name": "made-by-a-wrong-key"},
+    ("POST", "/v1/accounts/{account_id}/topup"): {"amount": "5.00"},
+    ("POST", "/v1/metadata/checkpoint"): {"step": 987654},
+    ("POST", "/v1/metadata/complete"): {"step": 987654},
+}
+REACHED = frozenset({200, 201, 202, 204, 409})  # the handler ran (409: refused by the state)
+# The order the controls run in on the intruder's own objects: reads, changes, then deletions.
+ORDER = {"GET": 0, "PATCH": 1, "PUT": 1, "POST": 2, "DELETE": 3}
 
 
-def test_a_foreign_key_gets_404_on_every_object_and_sees_none_of_them(api: Api) -> None:
-    victim_id, victim = api.account("victim")
-    _, intruder = api.account("intruder")
-    inst = victim.launch(gpu="a100-sxm4", type="interruptible", command=["sleep", "60"])
-    deadline = time.monotonic() + 30  # a state the loop will not move on from by itself
-    while victim.instance(inst["id"])["status"] != "running" and time.monotonic() < deadline:
-        time.sleep(0.1)
-    before = victim.instance(inst["id"])["status"]
-    assert before == "running"
-    key = intruder._http.headers["authorization"]
-    paths = httpx.get(f"{api.url}/openapi.json").json()["paths"]
-    secrets = (inst["id"], victim_id)
-    tried = 0
-    for template, methods in sorted(paths.items()):
-        if not template.startswith("/v1/"):
+@dataclass(frozen=True)
+class Route:
+    method: str
+    template: str
+    tags: tuple[str, ...]
+    body_required: bool
+
+    @property
+    def params(self) -> list[str]:
+        return re.findall(r"{(\w+)}", self.template)
+
+    @property
+    def kind(self) -> str:
+        """Whose key opens it: `admin`, `metadata` (an instance token), `account`, or `open`."""
+        if not self.template.startswith("/v1/"):
+            return "open"
+        if self.template.startswith("/v1/metadata/"):
+            return "metadata"
+        return "admin" if "admin" in self.tags else "account"
+
+    def path(self, ids: dict[str, str]) -> str:
+        return self.template.format_map(ids)
+
+    @property
+    def body(self) -> Any:
+        return BODIES.get((self.method, self.template))
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.template}"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    yield from serving_world(tmp_path_factory.mktemp("isolation"))
+
+
+@pytest.fixture(scope="module")
+def routes(world: World) -> list[Route]:
+    doc = world.http.get("/openapi.json").json()
+    return [
+        Route(method.upper(), template, tuple(op.get("tags", ())), _body_required(op))
+        for template, ops in sorted(doc["paths"].items())
+        for method, op in sorted(ops.items())
+    ]
+
+
+@pytest.fixture(scope="module")
+def before(world: World) -> dict[str, Any]:
+    return settled(world, world.victim)
+
+
+def _body_required(op: dict[str, Any]) -> bool:
+    return bool(op.get("requestBody", {}).get("required"))
+
+
+def _fakes(t: Tenant) -> dict[str, str]:
+    return {name: never_existed(real) for name, real in t.ids.items()}
+
+
+def _masked(text: str, real: dict[str, str]) -> str:
+    """`text` with each of the real ids replaced by its never-existed twin, longest first (a
+    node id contains its cluster's)."""
+    for value in sorted(real.values(), key=len, reverse=True):
+        text = text.replace(value, never_existed(value))
+    return text
+
+
+def _key_of(route: Route, t: Tenant) -> dict[str, str]:
+    """The key that would open `route` on `t`'s own objects."""
+    return ADMIN if route.kind == "admin" else t.auth
+
+
+def _assert_unchanged(world: World, before: dict[str, Any], usage: list[dict[str, Any]]) -> None:
+    after = settled(world, world.victim)
+    changed = sorted(k for k in before if before[k] != after[k])
+    assert not changed, {k: (before[k], after[k]) for k in changed}
+    now = usage_records(world, world.victim)
+    assert all(r in now for r in usage), "a usage record of the victim disappeared"
+
+
+# Coverage ---------------------------------------------------------------------------------------
+
+
+def test_every_route_of_the_openapi_document_is_covered(world: World, routes: list[Route]) -> None:
+    """A new route that takes an id, or needs a body, fails here until the suite can call it."""
+    kinds = {"admin", "metadata", "account", "open"}
+    assert {r.kind for r in routes} <= kinds
+    for route in routes:
+        missing = [p for p in route.params if p not in world.victim.ids]
+        assert not missing, (
+            f"{route} takes {missing}: give each tenant such an object in "
+            "isolation_world._furnish so the isolation suite can call it with foreign ids"
+        )
+        if route.body_required:
+            assert route.body is not None, f"{route} needs a body: add a valid one to BODIES"
+    with_ids = [r for r in routes if r.params]
+    assert len(with_ids) >= 17, [str(r) for r in with_ids]  # every id route the API has today
+
+
+# Foreign ids ------------------------------------------------------------------------------------
+
+
+def _refusals(world: World, route: Route) -> list[str]:
+    """Call `route` with the victim's ids and with fakes (and, with several ids, the intruder's
+    outer ids and the victim's last): each pair must answer alike once masked."""
+    v, i = world.victim, world.intruder
+    key = i.auth  # the intruder's key, even on admin routes: it must not open them
+    cases = [(v.ids, _fakes(v))]
+    if len(route.params) > 1:
+        last = route.params[-1]
+        cases.append(({**i.ids, last: v.ids[last]}, {**i.ids, last: _fakes(v)[last]}))
+    expected = 403 if route.kind == "admin" else 404
+    problems = []
+    for real_ids, fake_ids in cases:
+        real = world.call(route.method, route.path(real_ids), key, route.body)
+        fake = world.call(route.method, route.path(fake_ids), key, route.body)
+        masked = _masked(real.text, {k: v.ids[k] for k in route.params})
+        if (real.status_code, masked) != (fake.status_code, fake.text):
+            problems.append(
+                f"{route} {real_ids}: {real.status_code} {real.text!r} "
+                f"but never-existed ids get {fake.status_code} {fake.text!r}"
+            )
+        elif real.status_code != expected:
+            problems.append(f"{route}: {real.status_code} {real.text!r}, not {expected}")
+    return problems
+
+
+def test_another_accounts_ids_are_refused_as_if_they_never_existed_on_every_route(
+    world: World, routes: list[Route], before: dict[str, Any]
+) -> None:
+    usage = usage_records(world, world.victim)
+    with_ids = [r for r in routes if r.params]
+    problems = [p for route in with_ids for p in _refusals(world, route)]
+    assert not problems, "\n".join(problems)
+    _assert_unchanged(world, before, usage)
+
+
+# Wrong principals -------------------------------------------------------------------------------
+
+
+def _wrong_principal(world: World, route: Route) -> tuple[dict[str, str], int] | None:
+    """The key that must not open `route` (on the victim's ids), and the status it gets."""
+    if route.kind == "account":
+        return ADMIN, 403  # the admin key owns nothing
+    if route.kind == "admin":
+        return world.victim.auth, 403  # an account key, on its own account too
+    if route.kind == "metadata":
+        return world.victim.auth, 401  # an API key is not an instance token
+    return None
+
+
+def test_the_admin_key_on_account_routes_and_an_account_key_on_admin_routes_are_refused(
+    world: World, routes: list[Route], before: dict[str, Any]
+) -> None:
+    usage = usage_records(world, world.victim)
+    problems = []
+    for route in routes:
+        wrong = _wrong_principal(world, route)
+        if wrong is None:
             continue
-        for method in methods:
-            real = _call(api, method, template.format_map(_Ids(inst["id"], victim_id)), key)
-            fake = _call(api, method, template.format_map(_Ids("i-nothing", "acct-nothing")), key)
-            tried += 1
-            where = f"{method.upper()} {template}"
-            assert real.status_code < 500, (where, real.text)
-            if "{" in template:
-                unmasked = real.text.replace(inst["id"], "i-nothing").replace(
-                    victim_id, "acct-nothing"
-                )
-                assert (real.status_code, unmasked) == (fake.status_code, fake.text), where
-            else:
-                assert not any(s in real.text for s in secrets), (where, real.text)
-            if "{instance_id}" in template:
-                assert real.status_code in (404, 422), (where, real.status_code)
-    assert tried >= 20
-    assert victim.instance(inst["id"])["status"] == before  # nothing was stopped or deleted
-    victim.stop(inst["id"])
+        key, status = wrong
+        answer = world.call(route.method, route.path(world.victim.ids), key, route.body)
+        body = answer.json() if answer.headers.get("content-type") == "application/json" else {}
+        if answer.status_code != status or not body.get("message") or not body.get("hint"):
+            problems.append(f"{route}: {answer.status_code} {answer.text!r}, not {status}")
+    assert not problems, "\n".join(problems)
+    _assert_unchanged(world, before, usage)
 
 
-def _call(api: Api, method: str, path: str, key: str) -> httpx.Response:
-    headers = {"authorization": key}
-    return httpx.request(method.upper(), f"{api.url}{path}", headers=headers, json={})
+def _bad_keys(world: World, route: Route) -> dict[str, str | None]:
+    """Authorization headers that name no principal of `route`: absent, malformed, tampered,
+    forged, or the other kind of credential (an instance token for an API key, and back)."""
+    key, token = world.victim.key, world.victim.token
+    other = f"Bearer {key}" if route.kind == "metadata" else f"Bearer {token}"
+    return {
+        "no header": None,
+        "empty": "",
+        "scheme only": "Bearer",
+        "another scheme": f"Basic {key}",
+        "no scheme": key,
+        "one character more": f"Bearer {key}x",
+        "one character less": f"Bearer {key[:-1]}",
+        "last character changed": f"Bearer {key[:-1]}{'0' if key[-1] != '0' else '1'}",
+        "forged": "Bearer lcg_" + "0" * 43,
+        "admin key tampered": f"Bearer {ADMIN['authorization'].removeprefix('Bearer ')}0",
+        "the other kind of credential": other,
+    }
 
 
-class _Ids(dict[str, str]):
-    def __init__(self, instance_id: str, account_id: str) -> None:
-        super().__init__()
-        self.instance_id, self.account_id = instance_id, account_id
+def test_no_key_or_a_malformed_or_forged_key_gets_401_everywhere(
+    world: World, routes: list[Route], before: dict[str, Any]
+) -> None:
+    usage = usage_records(world, world.victim)
+    problems = []
+    guarded = [r for r in routes if r.kind in {"account", "admin", "metadata"}]
+    for route in guarded:
+        for what, value in _bad_keys(world, route).items():
+            headers = {} if value is None else {"authorization": value}
+            answer = world.call(route.method, route.path(world.victim.ids), headers, route.body)
+            code = answer.json().get("code") if answer.status_code == 401 else None
+            if code != "unauthenticated" or not answer.json().get("hint"):
+                problems.append(f"{route} with {what}: {answer.status_code} {answer.text!r}")
+    assert not problems, "\n".join(problems)
+    _assert_unchanged(world, before, usage)
 
-    def __missing__(self, name: str) -> str:
-        if name == "instance_id":
-            return self.instance_id
-        if name == "account_id":
-            return self.account_id
-        return "x-unknown"  # any other object of the victim: ids from other routers
+
+# Lists and searches -----------------------------------------------------------------------------
+
+
+def _cursor_at(world: World) -> str:
+    """A cursor made (as a client could) at the victim's instance: a position, never a door."""
+    created = world.get(f"/v1/instances/{world.victim.ids['instance_id']}", world.victim)
+    text = f"{created['created_at'] + 1}:{world.victim.ids['instance_id']}"
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _searches(world: World) -> list[str]:
+    """Queries aimed at the victim's objects: by id, kind/id, prefix, reason, time, cursor."""
+    v = world.victim.ids
+    return [
+        f"/v1/events?object={v['instance_id']}",
+        f"/v1/events?object=instance/{v['instance_id']}",
+        f"/v1/events?object={v['cluster_id']}*",
+        f"/v1/events?object={v['node_id']}",
+        f"/v1/events?object={world.victim.account_id}",
+        f"/v1/events?object={v['instance_id'][:3]}*",
+        "/v1/events?object=c-*",
+        "/v1/events?reason=Started&limit=1000",
+        "/v1/events?newest=true&limit=1000",
+        "/v1/events?since=0&before=1000000",
+        "/v1/instances?all=true&limit=500",
+        "/v1/instances?status=running,queued,deleted",
+        f"/v1/instances?cursor={_cursor_at(world)}",
+        "/v1/billing?start=0",
+        "/v1/billing/usage?limit=100000",
+        "/v1/billing/balance?ledger=10000",
+    ]
+
+
+def _leaks(world: World, answer: httpx.Response, where: str) -> list[str]:
+    seen = answer.text + " ".join(f"{k}: {v}" for k, v in answer.headers.items())
+    found = [s for s in world.victim.secrets() if s and s in seen]
+    return [f"{where}: {answer.status_code} mentions {found}"] if found else []
+
+
+def test_lists_and_searches_never_show_or_mention_another_accounts_objects(
+    world: World, routes: list[Route]
+) -> None:
+    intruder = world.intruder
+    plain = [r.template for r in routes if r.method == "GET" and r.kind in {"account", "open"}]
+    own = [r.path(intruder.ids) for r in routes if r.method == "GET" and r.params]
+    problems = []
+    for path in [*plain, *own, *_searches(world)]:
+        headers = intruder.auth if path.startswith("/v1/") else {}
+        answer = world.call("GET", path, headers)
+        if answer.status_code >= 500:
+            problems.append(f"GET {path}: {answer.status_code} {answer.text!r}")
+        problems += _leaks(world, answer, f"GET {path}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_searches_find_the_victims_objects_with_its_own_key(world: World) -> None:
+    """The control of the test above: the same searches do find them for their owner."""
+    for path in _searches(world)[:4]:
+        answer = world.call("GET", path, world.victim.auth)
+        assert answer.status_code == 200 and answer.json(), (path, answer.text)
+
+
+# Instance tokens --------------------------------------------------------------------------------
+
+
+def _forged_tokens(world: World) -> dict[str, str]:
+    """Tokens for the victim's instance that its workload was never given."""
+    v, i = world.victim, world.intruder
+    last = v.token[-1]
+    return {
+        "the intruder's token, its id replaced": i.token.replace(
+            i.ids["instance_id"], v.ids["instance_id"]
+        ),
+        "the victim's id, a made-up MAC": f"{v.ids['instance_id']}.{'0' * 32}",
+        "the victim's id alone": v.ids["instance_id"],
+        "the victim's token, last character changed": v.token[:-1] + ("0" if last != "0" else "1"),
+        "the victim's token, truncated": v.token[:-1],
+        "the victim's token, extended": v.token + "0",
+        "the victim's API key": v.key,
+    }
+
+
+def test_a_forged_or_foreign_instance_token_opens_no_metadata(
+    world: World, routes: list[Route], before: dict[str, Any]
+) -> None:
+    usage = usage_records(world, world.victim)
+    metadata = [r for r in routes if r.kind == "metadata"]
+    assert len(metadata) >= 4, [str(r) for r in metadata]
+    problems = []
+    for route in metadata:
+        for what, token in _forged_tokens(world).items():
+            answer = world.call(
+                route.method, route.path({}), {"authorization": f"Bearer {token}"}, route.body
+            )
+            if answer.status_code != 401:
+                problems.append(f"{route} with {what}: {answer.status_code} {answer.text!r}")
+    assert not problems, "\n".join(problems)
+    _assert_unchanged(world, before, usage)
+
+
+def test_an_instance_token_reports_for_its_own_instance_only(
+    world: World, before: dict[str, Any]
+) -> None:
+    usage = usage_records(world, world.victim)
+    i = world.intruder
+    own = {"authorization": f"Bearer {i.token}"}
+    reported = world.call("POST", "/v1/metadata/checkpoint", own, {"step": 4242})
+    assert reported.status_code == 204, reported.text
+    mine = world.get(f"/v1/instances/{i.ids['instance_id']}", i)
+    assert mine["last_checkpoint_step"] == 4242
+    for path in ("/v1/metadata/interruption", "/v1/metadata/fleet"):
+        assert not _leaks(world, world.call("GET", path, own), path)
+    _assert_unchanged(world, before, usage)
+
+
+# The control: last, it stops and deletes the intruder's objects ----------------------------------
+
+
+def test_the_same_calls_on_ones_own_objects_get_through(world: World, routes: list[Route]) -> None:
+    """Each id route, on the intruder's own objects with the key that owns them, reaches its
+    handler: the bodies above are valid, and the refusals were the ownership checks."""
+    with_ids = sorted(
+        (r for r in routes if r.params), key=lambda r: (ORDER.get(r.method, 2), r.template)
+    )
+    problems = []
+    for route in with_ids:
+        key = _key_of(route, world.intruder)
+        own = world.call(route.method, route.path(world.intruder.ids), key, route.body)
+        if own.status_code not in REACHED:
+            problems.append(f"{route}: {own.status_code} {own.text!r}")
+    assert not problems, "\n".join(problems)
