@@ -15,70 +15,32 @@ must be exactly what it was.
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
+from isolation_routes import (
+    BODY_IDS,
+    ID_QUERIES,
+    ORDER,
+    REACHED,
+    Route,
+    fakes,
+    key_of,
+    load_routes,
+    masked,
+    names_an_object,
+    sweep,
+)
 from isolation_world import (
     ADMIN,
-    GPU,
-    Tenant,
     World,
-    never_existed,
     serving_world,
     settled,
     usage_records,
 )
-
-# A valid body for every route that needs one: a leak would act (the target 0 -> 1, a credit).
-BODIES: dict[tuple[str, str], Any] = {
-    ("POST", "/v1/instances"): {"gpu": GPU, "command": ["true"]},
-    ("POST", "/v1/clusters"): {"gpu": GPU, "gpus_per_node": 1, "standard_nodes": 1},
-    ("PATCH", "/v1/clusters/{cluster_id}"): {"desired_preemptible_gpus": 1},
-    ("POST", "/v1/clusters/{cluster_id}/nodes/{node_id}/convert"): {"compute_class": "preemptible"},
-    ("POST", "/v1/webhooks"): {"url": "http://127.0.0.1:9/hook"},
-    ("POST", "/v1/accounts"): {"name": "made-by-a-wrong-key"},
-    ("POST", "/v1/accounts/{account_id}/topup"): {"amount": "5.00"},
-    ("POST", "/v1/metadata/checkpoint"): {"step": 987654},
-    ("POST", "/v1/metadata/complete"): {"step": 987654},
-}
-REACHED = frozenset({200, 201, 202, 204, 409})  # the handler ran (409: refused by the state)
-# The order the controls run in on the intruder's own objects: reads, changes, then deletions.
-ORDER = {"GET": 0, "PATCH": 1, "PUT": 1, "POST": 2, "DELETE": 3}
-
-
-@dataclass(frozen=True)
-class Route:
-    method: str
-    template: str
-    tags: tuple[str, ...]
-    body_required: bool
-
-    @property
-    def params(self) -> list[str]:
-        return re.findall(r"{(\w+)}", self.template)
-
-    @property
-    def kind(self) -> str:
-        """Whose key opens it: `admin`, `metadata` (an instance token), `account`, or `open`."""
-        if not self.template.startswith("/v1/"):
-            return "open"
-        if self.template.startswith("/v1/metadata/"):
-            return "metadata"
-        return "admin" if "admin" in self.tags else "account"
-
-    def path(self, ids: dict[str, str]) -> str:
-        return self.template.format_map(ids)
-
-    @property
-    def body(self) -> Any:
-        return BODIES.get((self.method, self.template))
-
-    def __str__(self) -> str:
-        return f"{self.method} {self.template}"
 
 
 @pytest.fixture(scope="module")
@@ -88,38 +50,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 @pytest.fixture(scope="module")
 def routes(world: World) -> list[Route]:
-    doc = world.http.get("/openapi.json").json()
-    return [
-        Route(method.upper(), template, tuple(op.get("tags", ())), _body_required(op))
-        for template, ops in sorted(doc["paths"].items())
-        for method, op in sorted(ops.items())
-    ]
+    return load_routes(world.http.get("/openapi.json").json())
 
 
 @pytest.fixture(scope="module")
 def before(world: World) -> dict[str, Any]:
     return settled(world, world.victim)
-
-
-def _body_required(op: dict[str, Any]) -> bool:
-    return bool(op.get("requestBody", {}).get("required"))
-
-
-def _fakes(t: Tenant) -> dict[str, str]:
-    return {name: never_existed(real) for name, real in t.ids.items()}
-
-
-def _masked(text: str, real: dict[str, str]) -> str:
-    """`text` with each of the real ids replaced by its never-existed twin, longest first (a
-    node id contains its cluster's)."""
-    for value in sorted(real.values(), key=len, reverse=True):
-        text = text.replace(value, never_existed(value))
-    return text
-
-
-def _key_of(route: Route, t: Tenant) -> dict[str, str]:
-    """The key that would open `route` on `t`'s own objects."""
-    return ADMIN if route.kind == "admin" else t.auth
 
 
 def _assert_unchanged(world: World, before: dict[str, Any], usage: list[dict[str, Any]]) -> None:
@@ -145,6 +81,12 @@ def test_every_route_of_the_openapi_document_is_covered(world: World, routes: li
         )
         if route.body_required:
             assert route.body is not None, f"{route} needs a body: add a valid one to BODIES"
+        for name in filter(names_an_object, route.queries):
+            where = (route.method, route.template, name)
+            assert where in ID_QUERIES, f"{route} ?{name}= names objects: search it in _searches"
+        for name in filter(names_an_object, route.body_fields):
+            where = (route.method, route.template, name)
+            assert where in BODY_IDS, f"{route} body field {name} names objects: cover it here"
     with_ids = [r for r in routes if r.params]
     assert len(with_ids) >= 17, [str(r) for r in with_ids]  # every id route the API has today
 
@@ -152,28 +94,27 @@ def test_every_route_of_the_openapi_document_is_covered(world: World, routes: li
 # Foreign ids ------------------------------------------------------------------------------------
 
 
-def _refusals(world: World, route: Route) -> list[str]:
+def _refusals(world: World, route: Route, expected: int, query: str = "") -> list[str]:
     """Call `route` with the victim's ids and with fakes (and, with several ids, the intruder's
-    outer ids and the victim's last): each pair must answer alike once masked."""
+    outer ids and the victim's last): each pair must answer alike once masked, `expected`."""
     v, i = world.victim, world.intruder
     key = i.auth  # the intruder's key, even on admin routes: it must not open them
-    cases = [(v.ids, _fakes(v))]
+    cases = [(v.ids, fakes(v))]
     if len(route.params) > 1:
         last = route.params[-1]
-        cases.append(({**i.ids, last: v.ids[last]}, {**i.ids, last: _fakes(v)[last]}))
-    expected = 403 if route.kind == "admin" else 404
+        cases.append(({**i.ids, last: v.ids[last]}, {**i.ids, last: fakes(v)[last]}))
     problems = []
     for real_ids, fake_ids in cases:
-        real = world.call(route.method, route.path(real_ids), key, route.body)
-        fake = world.call(route.method, route.path(fake_ids), key, route.body)
-        masked = _masked(real.text, {k: v.ids[k] for k in route.params})
-        if (real.status_code, masked) != (fake.status_code, fake.text):
+        real = world.call(route.method, route.path(real_ids) + query, key, route.body)
+        fake = world.call(route.method, route.path(fake_ids) + query, key, route.body)
+        as_if_fake = masked(real.text, {k: v.ids[k] for k in route.params})
+        if (real.status_code, as_if_fake) != (fake.status_code, fake.text):
             problems.append(
                 f"{route} {real_ids}: {real.status_code} {real.text!r} "
                 f"but never-existed ids get {fake.status_code} {fake.text!r}"
             )
         elif real.status_code != expected:
-            problems.append(f"{route}: {real.status_code} {real.text!r}, not {expected}")
+            problems.append(f"{route}{query}: {real.status_code} {real.text!r}, not {expected}")
     return problems
 
 
@@ -181,9 +122,10 @@ def test_another_accounts_ids_are_refused_as_if_they_never_existed_on_every_rout
     world: World, routes: list[Route], before: dict[str, Any]
 ) -> None:
     usage = usage_records(world, world.victim)
-    with_ids = [r for r in routes if r.params]
-    problems = [p for route in with_ids for p in _refusals(world, route)]
+    cases = list(sweep(routes))
+    problems = [p for route, code, query in cases for p in _refusals(world, route, code, query)]
     assert not problems, "\n".join(problems)
+    assert len(cases) >= 60, len(cases)
     _assert_unchanged(world, before, usage)
 
 
@@ -371,6 +313,34 @@ def test_an_instance_token_reports_for_its_own_instance_only(
     _assert_unchanged(world, before, usage)
 
 
+def test_a_long_poll_never_wakes_with_another_accounts_event(world: World) -> None:
+    """The intruder waits on its events (and on the victim's instance by id) while the victim's
+    workload reports a checkpoint: the victim's long-poll gets the event, the intruder's none.
+    (This changes the victim's world: it runs after the tests that compare it.)"""
+    v, i = world.victim, world.intruder
+    latest = {t.name: world.get("/v1/events?newest=true&limit=1", t) for t in (v, i)}
+    after = {name: found[-1]["seq"] if found else 0 for name, found in latest.items()}
+    polls = {
+        "intruder": (i, f"/v1/events?after={after[i.name]}&wait_s=4"),
+        "intruder on the victim's id": (
+            i,
+            f"/v1/events?after=0&object={v.ids['instance_id']}&wait_s=4",
+        ),
+        "victim": (v, f"/v1/events?after={after[v.name]}&reason=CheckpointReported&wait_s=30"),
+    }
+    with ThreadPoolExecutor(len(polls)) as pool:
+        waiting = {n: pool.submit(world.call, "GET", p, t.auth) for n, (t, p) in polls.items()}
+        token = {"authorization": f"Bearer {v.token}"}
+        reported = world.call("POST", "/v1/metadata/checkpoint", token, {"step": 77})
+        assert reported.status_code == 204, reported.text
+        answers = {name: future.result() for name, future in waiting.items()}
+    assert [e["reason"] for e in answers["victim"].json()] == ["CheckpointReported"]
+    for name in ("intruder", "intruder on the victim's id"):
+        assert answers[name].status_code == 200, answers[name].text
+        assert not _leaks(world, answers[name], name)
+    assert answers["intruder on the victim's id"].json() == []
+
+
 # The control: last, it stops and deletes the intruder's objects ----------------------------------
 
 
@@ -382,7 +352,7 @@ def test_the_same_calls_on_ones_own_objects_get_through(world: World, routes: li
     )
     problems = []
     for route in with_ids:
-        key = _key_of(route, world.intruder)
+        key = key_of(route, world.intruder)
         own = world.call(route.method, route.path(world.intruder.ids), key, route.body)
         if own.status_code not in REACHED:
             problems.append(f"{route}: {own.status_code} {own.text!r}")
