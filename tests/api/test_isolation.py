@@ -15,6 +15,7 @@ must be exactly what it was.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -36,9 +37,11 @@ from isolation_routes import (
 )
 from isolation_world import (
     ADMIN,
+    GPU,
     World,
     serving_world,
     settled,
+    until,
     usage_records,
 )
 
@@ -339,6 +342,38 @@ def test_a_long_poll_never_wakes_with_another_accounts_event(world: World) -> No
         assert answers[name].status_code == 200, answers[name].text
         assert not _leaks(world, answers[name], name)
     assert answers["intruder on the victim's id"].json() == []
+
+
+def test_a_reclaim_never_names_the_other_accounts_work_to_the_account_it_preempts(
+    world: World,
+) -> None:
+    """The victim's interruptible run fills the host; the intruder's on-demand launch reclaims
+    it. The victim's `Preempted` event (API and webhook) says why, but names no id of the
+    intruder's (it did: "preempted for on-demand i-…", and the other victims of the same choice).
+    (This changes the victim's world: it runs after the tests that compare it.)"""
+    v, i = world.victim, world.intruder
+    free = world.get("/v1/fleet", v)["pools"][0]["free_gpus"]
+    body = {"gpu": GPU, "gpus": free, "command": ["sleep", "600"], "grace_period_s": 0}
+    run = world.call("POST", "/v1/instances", v.auth, body).json()["id"]
+    until(f"{run} running", lambda: world.get(f"/v1/instances/{run}", v)["status"] == "running")
+    ask = {"gpu": GPU, "type": "on-demand", "command": ["sleep", "600"]}
+    od = world.call("POST", "/v1/instances", i.auth, ask)
+    assert od.status_code == 201, od.text
+    preempted = f"/v1/events?object={run}&reason=Preempted"
+    (event,) = until("the Preempted event", lambda: world.get(preempted, v))
+    assert event["data"]["lost_gpu_s"] >= 0 and "another account" in event["message"]
+    until("its webhook", lambda: any("Preempted" in r.payload["type"] for r in v.receiver.got))
+    secrets = [od.json()["id"], *i.secrets()]
+    seen = {
+        "events": world.call("GET", "/v1/events?limit=1000", v.auth).text,
+        "timeline": world.call("GET", f"/v1/instances/{run}/events", v.auth).text,
+        "instance": world.call("GET", f"/v1/instances/{run}", v.auth).text,
+        "webhooks": json.dumps([r.payload for r in v.receiver.got]),
+    }
+    leaked = {where: [s for s in secrets if s and s in text] for where, text in seen.items()}
+    assert not any(leaked.values()), leaked
+    for who, instance in ((v, run), (i, od.json()["id"])):
+        world.call("POST", f"/v1/instances/{instance}/stop", who.auth)
 
 
 # The control: last, it stops and deletes the intruder's objects ----------------------------------

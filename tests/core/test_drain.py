@@ -48,7 +48,9 @@ def _running_with_checkpoint(**kwargs: object) -> InstanceState:
 
 
 def test_t0_notice_interrupts_warns_and_sends_sigterm_with_the_deadline() -> None:
-    result = step(_running_with_checkpoint(), Reclaimed("od-9", 1200, "least work lost"), NOTICE)
+    owner = _running_with_checkpoint().account_id
+    reclaim = Reclaimed("od-9", 1200, "least work lost", for_account_id=owner)
+    result = step(_running_with_checkpoint(), reclaim, NOTICE)
     s = result.state
     assert s.status is I.INTERRUPTING
     assert (s.notice_at, s.deadline, result.wake_at) == (NOTICE, NOTICE + 300, NOTICE + 300)
@@ -319,3 +321,30 @@ def test_the_whole_story_records_one_event_per_change_in_order() -> None:
         Reason.SUCCEEDED,
     ]
     assert s.status is I.SUCCEEDED and s.restart_count == 1 and s.interruption_count == 1
+
+
+@pytest.mark.parametrize(
+    ("for_account", "named"),
+    [
+        ("same", True),  # the account's own on-demand work: named, as the owner may see it
+        ("acct-other", False),  # another account's: its id never reaches this account
+        ("", False),  # an owner not known counts as another
+    ],
+)
+def test_a_preempted_event_names_the_work_it_was_for_only_to_the_same_account(
+    for_account: str, named: bool
+) -> None:
+    inst, node = _running_with_checkpoint(), _node()
+
+    def reclaim(owner: str) -> Reclaimed:
+        return Reclaimed("od-secret-7", 10, "why", owner if for_account == "same" else for_account)
+
+    results = [
+        step(inst, reclaim(inst.account_id), NOTICE).effects,
+        node_step(node, reclaim(node.account_id), NOTICE).effects,
+    ]
+    for effects in results:
+        (preempted,) = [e for e in effects if isinstance(e, EmitEvent)]
+        assert ("od-secret-7" in preempted.message) is named
+        assert preempted.data["for_subject"] == ("od-secret-7" if named else None)
+        assert named or "another account" in preempted.message

@@ -78,11 +78,21 @@ class CheckpointReported:
 
 @dataclass(frozen=True, slots=True)
 class Reclaimed:
-    """T+0 of a reclaim, decided by the scheduler so that `for_subject` (on-demand) can run."""
+    """T+0 of a reclaim, decided by the scheduler so that `for_subject` (on-demand) can run.
+
+    `for_account_id` owns `for_subject`; see `shown_for_subject`."""
 
     for_subject: str
     lost_gpu_s: int = 0
     reason: str = ""
+    for_account_id: str = ""
+
+    def shown_for_subject(self, account_id: str) -> str | None:
+        """What the `Preempted` event of an object of `account_id` may name: the subject it was
+        reclaimed for when that is the same account's, else nothing (no account ever sees
+        another's ids; an unknown owner counts as another)."""
+        same = bool(self.for_account_id) and self.for_account_id == account_id
+        return self.for_subject if same else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,9 +201,11 @@ def interruption_notice(
     return {"action": "stop", "notice_at": notice_at, "deadline": deadline}
 
 
-def preempted_message(for_subject: str, grace_period_s: int, reason: str) -> str:
+def preempted_message(for_subject: str | None, grace_period_s: int, reason: str) -> str:
+    """`for_subject`: None when it is another account's (see `Reclaimed.shown_for_subject`)."""
     why = f" ({reason})" if reason else ""
+    whose = for_subject or "work of another account"
     return (
-        f"preempted for on-demand {for_subject}{why}: SIGTERM sent, "
+        f"preempted for on-demand {whose}{why}: SIGTERM sent, "
         f"SIGKILL in {grace_period_s} s if still running"
     )

@@ -259,16 +259,17 @@ def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> Result:
         interruption_count=s.interruption_count + 1,
         last_interrupted_at=now,
     )
+    shown = ev.shown_for_subject(s.account_id)
     data = drain_data(
         window,
-        for_subject=ev.for_subject,
+        for_subject=shown,
         lost_gpu_s=ev.lost_gpu_s,
         reason=ev.reason,
         last_checkpoint_step=s.last_checkpoint_step,
         restart_count=s.restart_count,
         gpu_type=s.pool.gpu_type,  # statistics per GPU type read the event alone
     )
-    message = preempted_message(ev.for_subject, s.grace_period_s, ev.reason)
+    message = preempted_message(shown, s.grace_period_s, ev.reason)
     return _begin_drain(s, instance_event(s, Reason.PREEMPTED, message, now, **data), now)
 
 

@@ -301,10 +301,9 @@ def _reclaimed(s: NodeState, ev: Reclaimed, now: Timestamp) -> _Result:
         )
     window = open_drain(now, s.grace_period_s)
     s = _draining(_to(s, _N.CORDONED), window, DRAIN_PREEMPTED, ev.for_subject)
-    data = drain_data(
-        window, for_subject=ev.for_subject, lost_gpu_s=ev.lost_gpu_s, reason=ev.reason
-    )
-    message = preempted_message(ev.for_subject, s.grace_period_s, ev.reason)
+    shown = ev.shown_for_subject(s.account_id)
+    data = drain_data(window, for_subject=shown, lost_gpu_s=ev.lost_gpu_s, reason=ev.reason)
+    message = preempted_message(shown, s.grace_period_s, ev.reason)
     return _signal(s, _event(s, Reason.PREEMPTED, message, now, **data), now)
 
 

@@ -20,7 +20,7 @@ from lowcostgpu.core.victims import (
     choose_victims,
     history_aware,
 )
-from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.capacity import Allocation, Timestamp
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
 
 
@@ -137,7 +137,6 @@ def _reclaim_plan(
         account_id=request.account_id,
         waits_for=frozenset(v.id for v in best.victims),
     )
-    reason = _explain(search, config.policy, now)
     preemptions = tuple(
         Preemption(
             allocation_id=v.id,
@@ -145,22 +144,25 @@ def _reclaim_plan(
             host_id=v.host_id,
             for_subject=request.subject_id,
             lost_gpu_s=v.work_at_risk_gpu_s(now),
-            reason=reason,
+            reason=_explain(search, config.policy, now, v),
+            for_account_id=request.account_id,
         )
         for v in best.victims
     )
     return Plan(placements=(placement,), preemptions=preemptions)
 
 
-def _explain(search: VictimSearch, policy: VictimPolicy, now: Timestamp) -> str:
-    """Why these victims: what they lose, and what the alternatives would have cost."""
+def _explain(search: VictimSearch, policy: VictimPolicy, now: Timestamp, victim: Allocation) -> str:
+    """Why these victims: what they lose, and what the alternatives would have cost — in the
+    words `victim`'s owner reads, so the other victims (maybe other accounts') go unnamed."""
     best, alternatives = search.choices[0], search.choices[1:]
-    names = ", ".join(v.subject_id for v in best.victims)
+    also = len(best.victims) - 1
+    names = victim.subject_id + (f" and {also} other allocation(s)" if also else "")
     host = best.host.host.id
     text = f"chosen by {policy.name}: {names} on {host} loses {policy.describe(best.cost)}"
     aware = history_aware(policy)
     if aware is not None:
-        text += " (" + "; ".join(aware.explain_victim(v, now) for v in best.victims) + ")"
+        text += f" ({aware.explain_victim(victim, now)})"
     if best.protected:
         text += f"; {best.protected} inside the minimum runtime (there was no other choice)"
     if alternatives:

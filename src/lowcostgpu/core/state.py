@@ -67,7 +67,9 @@ class Preemption:
     """Reclaim a preemptible allocation so that `for_subject` can run.
 
     `lost_gpu_s` is the work it loses (GPU-seconds since its last checkpoint); `reason` explains
-    the choice in words a user can read in the `Preempted` event.
+    the choice in words a user can read in the `Preempted` event; `for_account_id` owns
+    `for_subject`: the event names it only to that same account (tenants never see each other's
+    ids).
     """
 
     allocation_id: str
@@ -76,6 +78,7 @@ class Preemption:
     for_subject: str
     lost_gpu_s: int
     reason: str = ""
+    for_account_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

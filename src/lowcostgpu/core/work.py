@@ -183,7 +183,9 @@ class Work:
         }
         self.fleet = apply_plan(self.fleet, plan, now, allocation_ids)
         for pre in plan.preemptions:
-            reclaimed = lifecycle.Reclaimed(pre.for_subject, pre.lost_gpu_s, pre.reason)
+            reclaimed = lifecycle.Reclaimed(
+                pre.for_subject, pre.lost_gpu_s, pre.reason, pre.for_account_id
+            )
             if pre.subject_id in self.instances:
                 self.advance(pre.subject_id, reclaimed, now)
             elif pre.subject_id in self.nodes:
