@@ -24,8 +24,10 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lowcostgpu.api import routes_billing, routes_instances, routes_metadata
+from lowcostgpu.api.body_limit import BodyLimit
 from lowcostgpu.api.context import ApiContext
 from lowcostgpu.api.metrics import Metrics
+from lowcostgpu.api.models_input import ERROR_RESPONSES, MAX_BODY_BYTES
 from lowcostgpu.app.accounts import Accounts
 from lowcostgpu.app.plane import ControlPlane
 from lowcostgpu.app.tokens import Tokens
@@ -52,7 +54,14 @@ STATUS_OF: list[tuple[type[errors.LowcostgpuError], int]] = [
     (errors.InvalidRequest, 422),
     (errors.Unavailable, 503),
 ]
-CODE_OF_STATUS = {404: "not_found", 405: "method_not_allowed", 401: "unauthenticated"}
+CODE_OF_STATUS = {
+    400: "bad_request",
+    401: "unauthenticated",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+}
+PROBLEMS_SHOWN = 5  # of a body's validation problems, the first few (a bad list has many)
 
 
 def status_of(exc: errors.LowcostgpuError) -> int:
@@ -77,7 +86,9 @@ def create_app(
     accounts: Accounts | None = None,
     routers: Sequence[APIRouter] = (),
 ) -> FastAPI:
-    api = FastAPI(title="lowcostgpu", version="1", openapi_url="/openapi.json")
+    api = FastAPI(
+        title="lowcostgpu", version="1", openapi_url="/openapi.json", responses=ERROR_RESPONSES
+    )
     ctx = ApiContext(
         plane,
         runtime,
@@ -89,7 +100,8 @@ def create_app(
     metrics = Metrics(ctx)
     _handle_errors(api)
 
-    api.add_middleware(RequestCounter, count=metrics.count_request)
+    api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    api.add_middleware(RequestCounter, count=metrics.count_request)  # outermost: counts 413s
 
     @api.get("/healthz", tags=["service"])
     def healthz() -> dict[str, Any]:
@@ -144,15 +156,7 @@ def _handle_errors(api: FastAPI) -> None:
 
     @api.exception_handler(RequestValidationError)
     async def bad_input(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in exc.errors()
-        )
-        body = {
-            "code": "invalid_request",
-            "message": f"invalid request: {problems}",
-            "hint": "see /openapi.json or docs/api.md for the fields each endpoint takes",
-        }
-        return JSONResponse(body, status_code=422)
+        return JSONResponse(validation_error(exc.errors()), status_code=422)
 
     @api.exception_handler(HTTPException)
     async def http_errors(request: Request, exc: HTTPException) -> JSONResponse:
@@ -171,3 +175,28 @@ def _handle_errors(api: FastAPI) -> None:
             "hint": "this is a bug; the server log has the details",
         }
         return JSONResponse(body, status_code=500)
+
+
+def validation_error(problems: Sequence[Any]) -> dict[str, Any]:
+    """FastAPI's validation errors as one readable line: where (`body.env`, `query parameter
+    limit`) and what, without Pydantic's `Value error, ` prefixes or the echoed input (which
+    may be megabytes, or another tenant's text)."""
+    shown = [_problem(p) for p in problems[:PROBLEMS_SHOWN]]
+    more = len(problems) - len(shown)
+    text = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+    return {
+        "code": "invalid_request",
+        "message": f"invalid request: {text}",
+        "hint": "see /openapi.json or docs/api.md for the fields each endpoint takes",
+    }
+
+
+def _problem(problem: Any) -> str:
+    loc = [str(p) for p in problem.get("loc", ())]
+    where = {"query": "query parameter ", "path": "path parameter ", "header": "header "}
+    if loc and loc[0] in where and len(loc) > 1:
+        place = where[loc[0]] + ".".join(loc[1:])
+    else:
+        place = ".".join(loc[1:]) if loc[:1] == ["body"] else ".".join(loc)
+    message = str(problem.get("msg", "is not valid")).removeprefix("Value error, ")
+    return f"{place or 'body'}: {message}"

@@ -12,6 +12,7 @@ zero or below; running work is never stopped and no data is deleted because of t
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
 from decimal import Decimal
@@ -25,6 +26,10 @@ KEY_PREFIX = "lcg_"
 ADMIN_KEY_PREFIX = "lcg_admin_"
 PREFIX_SHOWN = 12  # characters of a key kept in clear, to tell keys apart in listings
 MAX_TOPUP_USD = Decimal(1_000_000)
+# USD as people write it on a wire: ASCII digits, at most cents. Python's Decimal also takes
+# "1_000", " 5 ", "1e-30" and full-width digits, which credited amounts nobody meant.
+TOPUP_AMOUNT = re.compile(r"[0-9]+(\.[0-9]{1,2})?", re.ASCII)
+TOPUP_AMOUNT_PATTERN = r"^[0-9]+(\.[0-9]{1,2})?$"
 LOGIN_HINT = "set LOWCOSTGPU_API_KEY or run `lowcostgpu login`; an admin makes keys"
 
 
@@ -118,6 +123,11 @@ class Accounts:
             raise InvalidRequest(
                 f"a top-up must be more than $0 and at most ${MAX_TOPUP_USD}, got {amount}",
                 hint='give the amount in USD as a string, e.g. "20.00"',
+            )
+        if not TOPUP_AMOUNT.fullmatch(amount):
+            raise InvalidRequest(
+                f"a top-up amount is digits with at most two decimals, got {amount!r}",
+                hint='give the amount in USD as a string, e.g. "20.00" (no spaces, _ or exponent)',
             )
         ref = reference or self.ids.new_id("topup")
         memo = f"top-up {ref}"
