@@ -97,6 +97,7 @@ def create_app(
         is_leading,
     )
     api.state.ctx = ctx
+    _errors_are_json(api)
     metrics = Metrics(ctx)
     _handle_errors(api)
 
@@ -147,6 +148,27 @@ class RequestCounter:
             await self.app(scope, receive, sent)
         finally:
             self.count(str(scope["method"]), status)
+
+
+def _errors_are_json(api: FastAPI) -> None:
+    """Error answers are JSON on every route, also where the success is text (logs): FastAPI
+    gives a declared error the route's own media type, so the document is set right once."""
+    generate = api.openapi
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            schema = generate()
+            error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    for code in ERROR_RESPONSES:
+                        declared = operation.get("responses", {}).get(str(code))
+                        if declared is not None:
+                            declared["content"] = error
+            api.openapi_schema = schema
+        return api.openapi_schema
+
+    api.openapi = openapi  # type: ignore[method-assign]
 
 
 def _handle_errors(api: FastAPI) -> None:
