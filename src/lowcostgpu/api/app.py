@@ -19,7 +19,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -108,7 +108,7 @@ def create_app(
     def healthz() -> dict[str, Any]:
         return {"ok": True, "leading": is_leading()}
 
-    @api.get("/metrics", tags=["service"])
+    @api.get("/metrics", tags=["service"], response_class=PlainTextResponse)
     def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 

@@ -63,7 +63,10 @@ def bill(
     """Invoice lines (GPU and storage) of the usage metered in [start, end), exact and rounded."""
     end = ctx.plane.clock.now() + 1 if end is None else end
     if end < start:
-        raise InvalidRequest(f"the period ends ({end}) before it starts ({start})")
+        raise InvalidRequest(
+            f"the period ends ({end}) before it starts ({start})",
+            hint="give an end after the start (epoch seconds), or leave out end: now",
+        )
     records = ctx.plane.store.usage(account_id=account_id)
     invoice = build_invoice(account_id, records, ctx.plane.catalog, start, end)
     return BillOut.of(invoice, ctx.accounts.balance(account_id))
