@@ -250,3 +250,20 @@ def test_every_operation_declares_the_error_statuses_it_can_answer(api: Api) -> 
             assert not missing, f"{method.upper()} {path} does not declare {sorted(missing)}"
             error = operation["responses"]["422"]["content"]["application/json"]["schema"]
             assert error == {"$ref": "#/components/schemas/ErrorOut"}
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b'{"gpu": "a100-sxm4",', "body: not valid JSON"),
+        (b"[1, 2]", "body: Input should be a valid dictionary"),
+        (b"", "body: Field required"),
+    ],
+)
+def test_a_body_that_is_not_a_json_object_is_a_readable_422(
+    api: Api, user_key: dict[str, str], content: bytes, words: str
+) -> None:
+    headers = {**user_key, "content-type": "application/json"}
+    response = httpx.post(f"{api.url}/v1/instances", content=content, headers=headers)
+    assert response.status_code == 422, response.text
+    assert words in response.json()["message"], response.json()

@@ -215,6 +215,9 @@ def validation_error(problems: Sequence[Any]) -> dict[str, Any]:
 
 def _problem(problem: Any) -> str:
     loc = [str(p) for p in problem.get("loc", ())]
+    if problem.get("type") == "json_invalid":
+        reason = (problem.get("ctx") or {}).get("error", "JSON decode error")
+        return f"body: not valid JSON ({reason} at character {loc[-1] if loc else '?'})"
     where = {"query": "query parameter ", "path": "path parameter ", "header": "header "}
     if loc and loc[0] in where and len(loc) > 1:
         place = where[loc[0]] + ".".join(loc[1:])
