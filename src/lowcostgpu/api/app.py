@@ -19,13 +19,15 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lowcostgpu.api import routes_billing, routes_instances, routes_metadata
+from lowcostgpu.api.body_limit import BodyLimit
 from lowcostgpu.api.context import ApiContext
 from lowcostgpu.api.metrics import Metrics
+from lowcostgpu.api.models_input import ERROR_RESPONSES, MAX_BODY_BYTES
 from lowcostgpu.app.accounts import Accounts
 from lowcostgpu.app.plane import ControlPlane
 from lowcostgpu.app.tokens import Tokens
@@ -52,7 +54,14 @@ STATUS_OF: list[tuple[type[errors.LowcostgpuError], int]] = [
     (errors.InvalidRequest, 422),
     (errors.Unavailable, 503),
 ]
-CODE_OF_STATUS = {404: "not_found", 405: "method_not_allowed", 401: "unauthenticated"}
+CODE_OF_STATUS = {
+    400: "bad_request",
+    401: "unauthenticated",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+}
+PROBLEMS_SHOWN = 5  # of a body's validation problems, the first few (a bad list has many)
 
 
 def status_of(exc: errors.LowcostgpuError) -> int:
@@ -77,7 +86,9 @@ def create_app(
     accounts: Accounts | None = None,
     routers: Sequence[APIRouter] = (),
 ) -> FastAPI:
-    api = FastAPI(title="lowcostgpu", version="1", openapi_url="/openapi.json")
+    api = FastAPI(
+        title="lowcostgpu", version="1", openapi_url="/openapi.json", responses=ERROR_RESPONSES
+    )
     ctx = ApiContext(
         plane,
         runtime,
@@ -86,16 +97,18 @@ def create_app(
         is_leading,
     )
     api.state.ctx = ctx
+    _errors_are_json(api)
     metrics = Metrics(ctx)
     _handle_errors(api)
 
-    api.add_middleware(RequestCounter, count=metrics.count_request)
+    api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    api.add_middleware(RequestCounter, count=metrics.count_request)  # outermost: counts 413s
 
     @api.get("/healthz", tags=["service"])
     def healthz() -> dict[str, Any]:
         return {"ok": True, "leading": is_leading()}
 
-    @api.get("/metrics", tags=["service"])
+    @api.get("/metrics", tags=["service"], response_class=PlainTextResponse)
     def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
@@ -137,6 +150,27 @@ class RequestCounter:
             self.count(str(scope["method"]), status)
 
 
+def _errors_are_json(api: FastAPI) -> None:
+    """Error answers are JSON on every route, also where the success is text (logs): FastAPI
+    gives a declared error the route's own media type, so the document is set right once."""
+    generate = api.openapi
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            schema = generate()
+            error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    for code in ERROR_RESPONSES:
+                        declared = operation.get("responses", {}).get(str(code))
+                        if declared is not None:
+                            declared["content"] = error
+            api.openapi_schema = schema
+        return api.openapi_schema
+
+    api.openapi = openapi  # type: ignore[method-assign]
+
+
 def _handle_errors(api: FastAPI) -> None:
     @api.exception_handler(errors.LowcostgpuError)
     async def our_errors(_: Request, exc: errors.LowcostgpuError) -> JSONResponse:
@@ -144,15 +178,7 @@ def _handle_errors(api: FastAPI) -> None:
 
     @api.exception_handler(RequestValidationError)
     async def bad_input(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in exc.errors()
-        )
-        body = {
-            "code": "invalid_request",
-            "message": f"invalid request: {problems}",
-            "hint": "see /openapi.json or docs/api.md for the fields each endpoint takes",
-        }
-        return JSONResponse(body, status_code=422)
+        return JSONResponse(validation_error(exc.errors()), status_code=422)
 
     @api.exception_handler(HTTPException)
     async def http_errors(request: Request, exc: HTTPException) -> JSONResponse:
@@ -171,3 +197,31 @@ def _handle_errors(api: FastAPI) -> None:
             "hint": "this is a bug; the server log has the details",
         }
         return JSONResponse(body, status_code=500)
+
+
+def validation_error(problems: Sequence[Any]) -> dict[str, Any]:
+    """FastAPI's validation errors as one readable line: where (`body.env`, `query parameter
+    limit`) and what, without Pydantic's `Value error, ` prefixes or the echoed input (which
+    may be megabytes, or another tenant's text)."""
+    shown = [_problem(p) for p in problems[:PROBLEMS_SHOWN]]
+    more = len(problems) - len(shown)
+    text = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+    return {
+        "code": "invalid_request",
+        "message": f"invalid request: {text}",
+        "hint": "see /openapi.json or docs/api.md for the fields each endpoint takes",
+    }
+
+
+def _problem(problem: Any) -> str:
+    loc = [str(p) for p in problem.get("loc", ())]
+    if problem.get("type") == "json_invalid":
+        reason = (problem.get("ctx") or {}).get("error", "JSON decode error")
+        return f"body: not valid JSON ({reason} at character {loc[-1] if loc else '?'})"
+    where = {"query": "query parameter ", "path": "path parameter ", "header": "header "}
+    if loc and loc[0] in where and len(loc) > 1:
+        place = where[loc[0]] + ".".join(loc[1:])
+    else:
+        place = ".".join(loc[1:]) if loc[:1] == ["body"] else ".".join(loc)
+    message = str(problem.get("msg", "is not valid")).removeprefix("Value error, ")
+    return f"{place or 'body'}: {message}"

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from lowcostgpu.api.models_input import (
+    MAX_ARGS,
+    MAX_ENV_VARS,
+    MAX_INT64,
+    MAX_NAME_CHARS,
+    check_command,
+    check_env,
+    check_volume,
+)
 from lowcostgpu.app.plane import ControlPlane
 from lowcostgpu.core.queue import QueueEntry
 from lowcostgpu.core.rating import build_invoice
@@ -14,18 +23,44 @@ from lowcostgpu.ports.store import EventRecord, StoredInstance
 
 
 class InstanceIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Strict: a JSON number is a count and `true` is not; every string is checked before the
+    launch is stored (`models_input`), so what is accepted can start."""
 
-    gpu: str = Field(description="GPU type, e.g. a100-sxm4 (see the prices)")
-    type: str = Field("interruptible", description="interruptible or on-demand")
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    gpu: str = Field(
+        description="GPU type, e.g. a100-sxm4 (see the prices)",
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+    )
+    type: str = Field("interruptible", description="interruptible or on-demand", max_length=32)
     gpus: int = Field(1, ge=1, le=64)
-    region: str | None = None
-    template: str | None = Field(None, description="a launch template (see `templates`)")
-    command: list[str] = Field(default_factory=list, description="argv, run without a shell")
-    env: dict[str, str] = Field(default_factory=dict)
-    volume: str | None = Field(None, description="NAME:SIZE, e.g. ckpts:50GB")
+    region: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS)
+    template: str | None = Field(
+        None,
+        description="a launch template (see `templates`)",
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+    )
+    command: list[str] = Field(
+        default_factory=list,
+        description=f"argv, run without a shell (no NUL; at most {MAX_ARGS} arguments)",
+    )
+    env: Annotated[dict[str, str], AfterValidator(check_env)] = Field(
+        default_factory=dict,
+        description="names [A-Za-z_][A-Za-z0-9_]*, values without NUL "
+        f"(at most {MAX_ENV_VARS} variables)",
+    )
+    volume: Annotated[str | None, AfterValidator(check_volume)] = Field(
+        None, description="NAME:SIZE with the size in GB, e.g. ckpts:50GB", max_length=100
+    )
     auto_requeue: bool = True
     grace_period_s: int = Field(300, ge=0, le=300)
+
+    @model_validator(mode="after")
+    def _command(self) -> InstanceIn:
+        check_command(self.command, runs_alone=self.template in (None, "shell"))
+        return self
 
 
 class QueueOut(BaseModel):
@@ -45,13 +80,20 @@ class QueueOut(BaseModel):
 
 
 class CheckpointIn(BaseModel):
-    step: int = Field(ge=0)
-    path: str | None = None
-    duration_s: float | None = None
+    """What a workload reports (extra fields such as `size_bytes` are kept by the SDK, ignored
+    here); strict: a step is a JSON integer the store can hold."""
+
+    model_config = ConfigDict(strict=True)
+
+    step: int = Field(ge=0, le=MAX_INT64)
+    path: str | None = Field(None, max_length=4096)
+    duration_s: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
 class CompleteIn(BaseModel):
-    step: int | None = Field(None, ge=0)
+    model_config = ConfigDict(strict=True)
+
+    step: int | None = Field(None, ge=0, le=MAX_INT64)
 
 
 class InstanceOut(BaseModel):

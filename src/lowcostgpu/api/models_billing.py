@@ -6,6 +6,8 @@ from decimal import Decimal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lowcostgpu.api.models_input import PLAIN_TEXT
+from lowcostgpu.app.accounts import TOPUP_AMOUNT_PATTERN
 from lowcostgpu.core.rating import Invoice, InvoiceLine, to_money
 from lowcostgpu.domain.catalog import GpuType
 from lowcostgpu.domain.money import Money
@@ -137,8 +139,8 @@ class BalanceOut(BaseModel):
 
 
 class AccountIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200)
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str = Field(min_length=1, max_length=200, pattern=PLAIN_TEXT)
 
 
 class AccountOut(BaseModel):
@@ -159,8 +161,18 @@ class KeyOut(BaseModel):
 
 
 class TopupIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    amount: str = Field(description='USD as exact decimal text, e.g. "20.00"', max_length=40)
+    """Strict: the amount is text (a JSON number is not exact); its grammar is checked by
+    `Accounts.topup`, which says which rule was broken (the pattern here documents it)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    amount: str = Field(
+        description='USD as exact decimal text, at most cents, e.g. "20.00"',
+        max_length=40,
+        json_schema_extra={"pattern": TOPUP_AMOUNT_PATTERN},
+    )
     reference: str | None = Field(
-        None, max_length=200, description="idempotency: a top-up with the same one credits once"
+        None,
+        max_length=200,
+        pattern=PLAIN_TEXT,
+        description="idempotency: a top-up with the same one credits once",
     )

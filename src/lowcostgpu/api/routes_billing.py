@@ -23,6 +23,7 @@ from lowcostgpu.api.models_billing import (
     UsageRecordOut,
     usd,
 )
+from lowcostgpu.api.models_input import MAX_INT64
 from lowcostgpu.app import queries
 from lowcostgpu.app.accounts import PREFIX_SHOWN
 from lowcostgpu.core.rating import build_invoice
@@ -54,13 +55,18 @@ def fleet(ctx: Ctx, _: AccountId) -> dict[str, Any]:
 def bill(
     ctx: Ctx,
     account_id: AccountId,
-    start: Annotated[int, Query(ge=0, description="period start, epoch seconds")] = 0,
-    end: Annotated[int | None, Query(ge=0, description="period end (default: now)")] = None,
+    start: Annotated[int, Query(ge=0, le=MAX_INT64, description="period start, epoch s")] = 0,
+    end: Annotated[
+        int | None, Query(ge=0, le=MAX_INT64, description="period end (default: now)")
+    ] = None,
 ) -> BillOut:
     """Invoice lines (GPU and storage) of the usage metered in [start, end), exact and rounded."""
     end = ctx.plane.clock.now() + 1 if end is None else end
     if end < start:
-        raise InvalidRequest(f"the period ends ({end}) before it starts ({start})")
+        raise InvalidRequest(
+            f"the period ends ({end}) before it starts ({start})",
+            hint="give an end after the start (epoch seconds), or leave out end: now",
+        )
     records = ctx.plane.store.usage(account_id=account_id)
     invoice = build_invoice(account_id, records, ctx.plane.catalog, start, end)
     return BillOut.of(invoice, ctx.accounts.balance(account_id))

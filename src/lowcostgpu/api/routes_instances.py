@@ -17,6 +17,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from lowcostgpu.api.context import AccountId, ApiContext, Ctx, owned_instance
 from lowcostgpu.api.models import EventOut, InstanceIn, InstanceOut, UsageOut
+from lowcostgpu.api.models_input import MAX_INT64
 from lowcostgpu.app import queries
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.core.lifecycle import InstanceState
@@ -165,7 +166,9 @@ def timeline(
     ctx: Ctx,
     account_id: AccountId,
     instance_id: str,
-    after: Annotated[int, Query(ge=0, description="only events with a larger seq")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=MAX_INT64, description="only events with a larger seq")
+    ] = 0,
 ) -> list[EventOut]:
     """The instance's events in order: its timeline (queued, started, preempted, resumed…)."""
     owned_instance(ctx, instance_id, account_id)

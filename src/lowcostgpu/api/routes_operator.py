@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from lowcostgpu.api.context import Admin, Ctx
+from lowcostgpu.api.models_input import MAX_INT64
 from lowcostgpu.api.models_operator import HistoryOut
 from lowcostgpu.app import fleet_history, queries
 from lowcostgpu.app import operator_stats as stats
@@ -82,8 +83,12 @@ def operator_fleet(
 def operator_history(
     ctx: Ctx,
     _: Admin,
-    window_s: Annotated[int, Query(description="how far back, seconds (60 … 90 days)")] = 86400,
-    step_s: Annotated[int, Query(description="one point per, seconds (at least 60)")] = 3600,
+    window_s: Annotated[
+        int, Query(le=MAX_INT64, description="how far back, seconds (60 … 90 days)")
+    ] = 86400,
+    step_s: Annotated[
+        int, Query(le=MAX_INT64, description="one point per, seconds (at least 60)")
+    ] = 3600,
 ) -> HistoryOut:
     """Queue depth (closing and peak; instances and preemptible nodes waiting) and reclaims
     (`Preempted` events) per step of the window, per pool and in all, from the event log.

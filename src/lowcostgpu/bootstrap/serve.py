@@ -24,6 +24,7 @@ from lowcostgpu.adapters.webhooks import HttpWebhookSender
 from lowcostgpu.app.loop import ReconcileLoop
 from lowcostgpu.app.plane import PlaneConfig
 from lowcostgpu.app.webhooks import WebhookPolicy, Webhooks
+from lowcostgpu.bootstrap.listen import check_listen
 from lowcostgpu.bootstrap.wiring import Wired, wire
 from lowcostgpu.core.metering import check_interval
 from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name
@@ -146,6 +147,7 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     catalog = load_catalog(options.catalog)
     hosts = load_fleet(options.fleet, catalog)
     kube = connect(options)
+    check_listen(options.host, options.port)
     data_dir = prepare_data_dir(options.data_dir)
     store = SqlStore.open(options.db or f"sqlite:///{data_dir / 'lowcostgpu.db'}")
     runtime, volumes, nodes = runtime_of(options, data_dir, store, kube)

@@ -53,6 +53,18 @@ def demo(
         run_live_demo(typer.echo, keep=keep)
 
 
+MAX_WEBHOOK_BACKOFF_S = 3600.0
+
+
+def _backoff_s(value: float) -> float:
+    """A first retry delay of 0 or less would retry a failing endpoint in a busy loop."""
+    if not 0 < value <= MAX_WEBHOOK_BACKOFF_S:  # NaN fails this too
+        raise typer.BadParameter(
+            f"{value} is not a delay: give seconds > 0 and at most {MAX_WEBHOOK_BACKOFF_S:.0f}"
+        )
+    return value
+
+
 @app.command()
 def serve(
     data_dir: Annotated[Path, typer.Option(help="where the store, logs and volumes live")] = Path(
@@ -69,7 +81,7 @@ def serve(
         Path | None, typer.Option(help="GPU catalog TOML file (default: the shipped one)")
     ] = None,
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 8080,
+    port: Annotated[int, typer.Option(help="port to listen on", min=1, max=65535)] = 8080,
     metering_interval_s: Annotated[int, typer.Option(help="60 to 120")] = 60,
     admin_key: Annotated[
         str | None,
@@ -82,7 +94,11 @@ def serve(
         bool, typer.Option(help="let webhooks call loopback/private addresses (labs, tests)")
     ] = False,
     webhook_backoff_s: Annotated[
-        float, typer.Option(help="first webhook retry delay; it doubles up to an hour")
+        float,
+        typer.Option(
+            help="first webhook retry delay (> 0, at most 3600); it doubles up to an hour",
+            callback=_backoff_s,
+        ),
     ] = 30.0,
     runtime: Annotated[
         str, typer.Option(help="local (processes here) or kubernetes (pods and Nodes)")

@@ -16,6 +16,11 @@ from lowcostgpu.domain.errors import ConfigError, InvalidRequest, NotFound
 from lowcostgpu.domain.money import Money, interruptible_rate, parse_decimal
 
 GPU_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+# Unknown keys are refused, not ignored: a misspelt `on_demand_per_gpu_hours` silently ignored
+# would leave a price the operator did not mean (as the fleet file does, domain/fleet.py).
+TOP_KEYS = ("gpu", "storage")
+GPU_KEYS = ("display_name", "memory_gb", "on_demand_per_gpu_hour")
+STORAGE_KEYS = ("per_gb_month",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,7 @@ def parse_catalog(text: str, *, source: str = "catalog") -> Catalog:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}", source=source) from None
+    _refuse_unknown_keys(data, TOP_KEYS, source, f"{source}: the catalog")
     gpus = data.get("gpu")
     if not isinstance(gpus, dict) or not gpus:
         raise ConfigError(
@@ -68,6 +74,7 @@ def parse_catalog(text: str, *, source: str = "catalog") -> Catalog:
             hint='write it as [storage] with per_gb_month = "0.10"',
             source=source,
         )
+    _refuse_unknown_keys(storage, STORAGE_KEYS, source, f"{source}: [storage]")
     per_gb_month = _price(storage.get("per_gb_month"), f"{source}: [storage] per_gb_month", source)
     return Catalog(gpu_types=gpu_types, storage_per_gb_month=per_gb_month)
 
@@ -80,6 +87,7 @@ def _parse_gpu(name: str, entry: Any, source: str) -> GpuType:
         )
     if not isinstance(entry, dict):
         raise ConfigError(f"{where} must be a table", source=source)
+    _refuse_unknown_keys(entry, GPU_KEYS, source, where)
     memory_gb = entry.get("memory_gb", 0)
     if not isinstance(memory_gb, int) or memory_gb < 0:
         raise ConfigError(f"{where}: memory_gb must be a whole number ≥ 0", source=source)
@@ -91,6 +99,19 @@ def _parse_gpu(name: str, entry: Any, source: str) -> GpuType:
             entry.get("on_demand_per_gpu_hour"), f"{where} on_demand_per_gpu_hour", source
         ),
     )
+
+
+def _refuse_unknown_keys(
+    entry: Mapping[str, Any], known: tuple[str, ...], source: str, where: str
+) -> None:
+    unknown = sorted(set(entry) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}",
+            hint=f"the keys allowed here are: {', '.join(known)}",
+            source=source,
+            key=unknown[0],
+        )
 
 
 def _price(raw: Any, where: str, source: str) -> Money:
