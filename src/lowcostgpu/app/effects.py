@@ -68,7 +68,8 @@ def error_text(exc: Exception) -> str:
         text = f"{type(exc).__name__}: {exc.strerror}{errno}"
     else:
         text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return text[:ERROR_TEXT_CHARS]
+    # Printable only: a NUL cannot be stored (PostgreSQL), a newline would forge a log line.
+    return "".join(c if c.isprintable() else "?" for c in text[:ERROR_TEXT_CHARS])
 
 
 @dataclass
