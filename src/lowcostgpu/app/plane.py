@@ -326,10 +326,13 @@ class ControlPlane:
         for report in reports:
             if held(state, report):
                 continue
-            if report.phase in ("starting", "running"):
-                self.runtime.kill(report.allocation_id)
-            with suppress(Conflict):  # still dying: forgotten at a later tick, once exited
-                self.runtime.forget(report.allocation_id)
+            try:
+                if report.phase in ("starting", "running"):
+                    self.runtime.kill(report.allocation_id)
+                with suppress(Conflict):  # still dying: forgotten at a later tick, once exited
+                    self.runtime.forget(report.allocation_id)
+            except Exception as exc:  # one workload's failing kill stops no tick: tried again
+                log.warning("orphan %s not killed yet: %s", report.allocation_id, exc)
 
     # Deciding and writing ------------------------------------------------------------------------
 
