@@ -61,9 +61,11 @@ def test_create_show_update_convert_and_remove_a_cluster(cli: CliRunner) -> None
     out = run(cli, "cluster", "convert", cluster_id, preemptible["id"], "standard", code=2)
     assert out.startswith("error:") and "in place" in out
 
-    # More than the fleet can give now: accepted, and shown as unmet with nodes waiting.
-    out = run(cli, "cluster", "update", cluster_id, "--preemptible-gpus", "3")
-    assert "preemptible 1/3 GPUs" in out and "pending" in out
+    # More than the pool could ever hold (2 GPUs, one of them the standard node's): refused
+    # with the maximum, and the target stays as it was.
+    out = run(cli, "cluster", "update", cluster_id, "--preemptible-gpus", "3", code=2)
+    assert out.startswith("error:") and "at most 1 preemptible GPUs" in out
+    assert show(cli, cluster_id)["desired_preemptible_gpus"] == 1
     out = run(cli, "cluster", "update", cluster_id, "--preemptible-gpus", "-1", code=2)
     assert out.startswith("error:")
     run(cli, "cluster", "update", cluster_id, "--preemptible-gpus", "0")

@@ -149,3 +149,111 @@ def test_cluster_requests_are_checked_and_owned(server: Api) -> None:
         "the cluster to be deleted",
         lambda: http.get(f"/v1/clusters/{cid}").json()["status"] == "deleted",
     )
+
+
+BOUNDS_FLEET = """
+[[region]]
+name = "eu-west"
+  [[region.hosts]]
+  name = "box-a"
+  gpu_type = "a100-sxm4"
+  gpus = 3
+  [[region.hosts]]
+  name = "box-b"
+  gpu_type = "a100-sxm4"
+  gpus = 3
+"""
+# Nodes of 2 GPUs: one fits each 3-GPU host, so the pool holds 2 of them (not 6 // 2 = 3).
+
+
+@pytest.fixture(scope="module")
+def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    tmp = tmp_path_factory.mktemp("cluster-bounds")
+    (tmp / "fleet.toml").write_text(BOUNDS_FLEET)
+    options = ServeOptions(
+        data_dir=tmp / "data", fleet=tmp / "fleet.toml", port=free_port(), admin_key=ADMIN_KEY
+    )
+    running = start(options)
+    api = Api(running, running.url, options.data_dir)
+    with client(api, "sizes") as http:
+        yield http
+    kill_workloads(running)
+    running.stop()
+    subprocess.run(["sh", "-c", f"grep -F '{tmp}' /proc/mounts | cut -d' ' -f2 | xargs -r umount"])
+
+
+def delete_and_wait(http: httpx.Client, cid: str) -> None:
+    assert http.delete(f"/v1/clusters/{cid}").status_code == 200
+    until(
+        "the cluster to be deleted",
+        lambda: http.get(f"/v1/clusters/{cid}").json()["status"] == "deleted",
+    )
+
+
+@pytest.mark.parametrize(
+    ("standard", "desired", "refusal"),
+    [
+        (2, 0, None),  # every node slot of the pool
+        (3, 0, "can hold at most 2 node(s) of 2 GPUs"),
+        (1, 2, None),  # the one slot left beside the standard node
+        (1, 4, "can hold at most 2 preemptible GPUs"),
+    ],
+)
+def test_cluster_sizes_are_bounded_by_what_the_pool_can_hold(
+    bounded: httpx.Client, standard: int, desired: int, refusal: str | None
+) -> None:
+    body = {"gpu": "a100-sxm4", "gpus_per_node": 2, "standard_nodes": standard}
+    made = bounded.post("/v1/clusters", json={**body, "desired_preemptible_gpus": desired})
+    if refusal is None:
+        assert made.status_code == 201, made.text
+        delete_and_wait(bounded, made.json()["id"])
+        return
+    assert made.status_code == 422 and refusal in made.json()["message"], made.text
+    assert "ask for" in made.json()["hint"] and made.json()["details"]["maximum"] == 2
+    assert [c for c in bounded.get("/v1/clusters").json() if c["status"] != "deleted"] == []
+
+
+@pytest.mark.parametrize(("desired", "refusal"), [(2, None), (4, "at most 2 preemptible GPUs")])
+def test_a_target_change_is_bounded_by_the_pool(
+    bounded: httpx.Client, desired: int, refusal: str | None
+) -> None:
+    made = bounded.post("/v1/clusters", json={"gpu": "a100-sxm4", "gpus_per_node": 2})
+    assert made.status_code == 201, made.text
+    cid = made.json()["id"]
+    changed = bounded.patch(f"/v1/clusters/{cid}", json={"desired_preemptible_gpus": desired})
+    if refusal is None:
+        assert changed.status_code == 200 and changed.json()["desired_preemptible_gpus"] == 2
+    else:
+        assert changed.status_code == 422 and refusal in changed.json()["message"], changed.text
+        assert bounded.get(f"/v1/clusters/{cid}").json()["desired_preemptible_gpus"] == 0
+    delete_and_wait(bounded, cid)
+
+
+@pytest.mark.parametrize(
+    ("method", "body"),
+    [
+        ("POST", {"standard_nodes": 1_000_000_000}),
+        ("POST", {"desired_preemptible_gpus": 10**18}),
+        ("POST", {"standard_nodes": 2**63}),  # beyond any stored count: refused at the edge
+        ("POST", {"desired_preemptible_gpus": 2**63 - 2}),
+        ("PATCH", {"desired_preemptible_gpus": 2**63}),
+        ("PATCH", {"desired_preemptible_gpus": 2**62}),
+    ],
+)
+def test_huge_sizes_are_refused_at_once_and_the_server_goes_on(
+    bounded: httpx.Client, method: str, body: dict[str, int]
+) -> None:
+    """Each answers a 4xx within the client's timeout (10 s; the bug was a request that never
+    returned), nothing is created, and an ordinary request is served after it."""
+    made = bounded.post("/v1/clusters", json={"gpu": "a100-sxm4", "gpus_per_node": 2})
+    assert made.status_code == 201, made.text
+    cid = made.json()["id"]
+    if method == "POST":
+        answer = bounded.post("/v1/clusters", json={"gpu": "a100-sxm4", "gpus_per_node": 2, **body})
+    else:
+        answer = bounded.patch(f"/v1/clusters/{cid}", json=body)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["message"] and answer.json().get("hint")
+    live = [c["id"] for c in bounded.get("/v1/clusters").json() if c["status"] != "deleted"]
+    assert live == [cid]
+    delete_and_wait(bounded, cid)

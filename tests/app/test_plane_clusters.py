@@ -175,8 +175,9 @@ def test_nodes_are_billed_from_ready_to_their_notice() -> None:
 
 def test_an_instance_queued_behind_a_node_ticket_sees_its_true_position() -> None:
     w = World()
-    c = w.plane.clusters.create_cluster(cluster(desired=4)).cluster.id
-    w.plane.clusters.update_cluster_target(c, 8, "acme")  # the fleet is full: the new node waits
+    w.plane.clusters.create_cluster(cluster(desired=4))  # the fleet is full
+    w.plane.launch(on_demand())  # reclaims the preemptible node: its replacement waits
+    w.tick(61)  # past the node's grace
     queued = w.plane.launch(
         LaunchRequest("acme", "a100-sxm4", "interruptible", 4, command=("train",))
     ).state.id

@@ -23,11 +23,15 @@ def _launch(w: World, gpus: int, kind: str = "interruptible") -> str:
 
 
 def _full_fleet_with_a_node_waiting(w: World) -> str:
-    """One host of 8 GPUs held by a cluster's two nodes; a third (4 GPUs) waits in the queue."""
+    """One host of 8 GPUs held by a cluster's two nodes; a third (4 GPUs) waits in the queue
+    (for the first node's GPUs: a target beyond what the pool could ever hold is refused)."""
     cluster = w.plane.clusters.create_cluster(
         ClusterRequest("acme", GPU, 4, 1, 4, grace_period_s=60)
     )
-    w.plane.clusters.update_cluster_target(cluster.cluster.id, 8, "acme")
+    w.plane.clusters.update_cluster_target(cluster.cluster.id, 4, "acme")
+    _launch(w, 4, "on-demand")  # reclaims the preemptible node: its replacement waits
+    w.tick(61)  # the node's grace (60 s) is over: it is gone, the on-demand instance holds its GPUs
+    w.tick()  # and runs
     return cluster.cluster.id
 
 
@@ -57,10 +61,10 @@ def test_pools_and_operator_counts_read_the_live_state() -> None:
     _full_fleet_with_a_node_waiting(w)
     _launch(w, 2)
     (pool,) = queries.pools(w.plane)
-    assert (pool.free_gpus, pool.on_demand_gpus, pool.interruptible_gpus) == (0, 4, 4)
+    assert (pool.free_gpus, pool.on_demand_gpus, pool.interruptible_gpus) == (0, 8, 0)
     assert (pool.queue_depth, pool.queued_gpus) == (2, 6)
-    assert stats.node_gpus(w.plane) == {(POOL.region, GPU): {"standard": 4, "preemptible": 4}}
-    assert stats.instance_counts(w.plane) == {"queued": 1}
+    assert stats.node_gpus(w.plane) == {(POOL.region, GPU): {"standard": 4, "preemptible": 0}}
+    assert stats.instance_counts(w.plane) == {"queued": 1, "running": 1}
 
 
 def _preempted(

@@ -16,6 +16,9 @@ from lowcostgpu.app.clusters import ClusterRequest, ClusterView
 from lowcostgpu.core.nodes import NodeState, node_labels, node_taints
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
+# No count is stored beyond a signed 64-bit integer; the plane bounds them further by the fleet
+# (`core.cluster_engine.check_sizes`: what the cluster's pool could ever hold).
+MAX_COUNT = 2**63 - 1
 
 
 class ClusterIn(BaseModel):
@@ -25,10 +28,16 @@ class ClusterIn(BaseModel):
     region: str | None = None
     gpus_per_node: int = Field(8, ge=1, le=64, description="GPUs of one node (at most a host)")
     standard_nodes: int = Field(
-        1, description="nodes that are never preempted (at least 1: critical components)"
+        1,
+        le=MAX_COUNT,
+        description="nodes that are never preempted (at least 1: critical components; at most"
+        " what the pool can hold)",
     )
     desired_preemptible_gpus: int = Field(
-        0, description="the preemptible target, a multiple of gpus_per_node"
+        0,
+        le=MAX_COUNT,
+        description="the preemptible target, a multiple of gpus_per_node (at most what the pool"
+        " can hold beside the standard nodes)",
     )
     grace_period_s: int = Field(300, ge=0, le=300, description="the nodes' drain, at most 300 s")
 
@@ -36,7 +45,9 @@ class ClusterIn(BaseModel):
 class TargetIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    desired_preemptible_gpus: int
+    desired_preemptible_gpus: int = Field(
+        le=MAX_COUNT, description="a multiple of the node size, at most what the pool can hold"
+    )
 
 
 class ConvertIn(BaseModel):

@@ -1,4 +1,8 @@
-"""Carrying out effects from the outbox: start, signal, kill. Each is idempotent by its key."""
+"""Carrying out effects from the outbox: start, signal, kill. Each is idempotent by its key.
+
+Whatever one entry raises is that entry's failure (`Outcome.failed`): the others are carried out
+all the same, and the plane writes the failure on the entry and retries it (`core.retries`).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,14 @@ from dataclasses import dataclass, field
 
 from lowcostgpu.app.tokens import Tokens
 from lowcostgpu.core.effects import NODE_EFFECT_KINDS
+from lowcostgpu.core.instance_state import InstanceState
+from lowcostgpu.core.retries import FailureKind, RetryPolicy, Verdict, after_failure
+from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import LowcostgpuError, Unavailable
+from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.runtime import Runtime, Volumes, WorkloadStart
-from lowcostgpu.ports.store import OutboxEntry, Store
+from lowcostgpu.ports.store import OutboxEntry, OutboxFailure, Store
 
 log = logging.getLogger(__name__)
 
@@ -22,10 +30,99 @@ log = logging.getLogger(__name__)
 NOTHING_TO_DO = frozenset({"ReleaseAllocation", "EmitEvent"})
 
 
+ERROR_TEXT_CHARS = 500  # what is kept of an error's text on its entry and in a failure reason
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """An entry whose effect raised: why (`error`, fit to show its owner), what kind of failure
+    (`core.retries`), and the exception itself (for the log)."""
+
+    entry: OutboxEntry
+    error: str
+    kind: FailureKind
+    exc: Exception
+
+
 @dataclass
 class Outcome:
     done: list[str] = field(default_factory=list)
-    failed_starts: list[tuple[str, str]] = field(default_factory=list)  # (instance id, why)
+    failed: list[Failure] = field(default_factory=list)
+
+
+def failure_kind(exc: Exception) -> FailureKind:
+    """A runtime that cannot be reached (`Unavailable`) fails nothing for good; any other error
+    of ours means the effect itself was refused; anything else may pass."""
+    if isinstance(exc, Unavailable):
+        return "unavailable"
+    return "permanent" if isinstance(exc, LowcostgpuError) else "transient"
+
+
+def error_text(exc: Exception) -> str:
+    """Why an effect failed, in words its owner may read: our errors say it themselves; an
+    `OSError` says what failed without the server's paths; others name their type."""
+    if isinstance(exc, LowcostgpuError):
+        text = str(exc)
+    elif isinstance(exc, OSError) and exc.strerror:
+        errno = f" (errno {exc.errno})" if exc.errno is not None else ""
+        text = f"{type(exc).__name__}: {exc.strerror}{errno}"
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    # Printable only: a NUL cannot be stored (PostgreSQL), a newline would forge a log line.
+    return "".join(c if c.isprintable() else "?" for c in text[:ERROR_TEXT_CHARS])
+
+
+@dataclass
+class Settled:
+    """What follows from an outcome's failures: what to write on their entries, and the entries
+    given up (with their verdicts), to act on before they are marked done."""
+
+    failures: list[OutboxFailure] = field(default_factory=list)
+    given_up: list[tuple[Failure, Verdict]] = field(default_factory=list)
+
+
+def settled(failed: Sequence[Failure], now: Timestamp, policy: RetryPolicy) -> Settled:
+    """The verdict on each failure (`core.retries`), logged once: a traceback only at the first
+    attempt of an error we did not raise ourselves (a bug, or an I/O error), a line after that."""
+    out = Settled()
+    for f in failed:
+        verdict = after_failure(f.entry.attempts, f.kind, now, policy)
+        out.failures.append(
+            OutboxFailure(f.entry.key, verdict.attempts, verdict.next_attempt_at, f.error)
+        )
+        trace = f.exc if verdict.attempts == 1 and f.kind == "transient" else None
+        if verdict.gave_up:
+            out.given_up.append((f, verdict))
+            words = "effect %s (%s) given up after %d attempt(s): %s"
+            log.error(words, f.entry.key, f.entry.kind, verdict.attempts, f.error, exc_info=trace)
+        else:
+            words = "effect %s (%s) failed (attempt %d), retried in %d s: %s"
+            wait_s = verdict.next_attempt_at - now
+            log.warning(
+                words, f.entry.key, f.entry.kind, verdict.attempts, wait_s, f.error, exc_info=trace
+            )
+    return out
+
+
+def start_applies(entry: OutboxEntry, instance: InstanceState | None) -> bool:
+    """Whether a start still applies: its instance is still starting on that allocation. One
+    that was stopped, deleted or placed again meanwhile drops it (nothing else follows from a
+    start; signals and kills always apply: ending a workload is always right)."""
+    if entry.kind != "StartWorkload":
+        return True
+    return (
+        instance is not None
+        and instance.status is InstanceStatus.STARTING
+        and instance.allocation_id == entry.payload.get("allocation_id")
+        and instance.launched
+    )
+
+
+def give_up_reason(failure: Failure, verdict: Verdict) -> str:
+    """The reason a given-up start fails its instance with."""
+    if failure.kind == "permanent":
+        return failure.error
+    return f"{failure.error} (gave up after {verdict.attempts} attempts)"
 
 
 class EffectRunner:
@@ -47,17 +144,16 @@ class EffectRunner:
         self.nodes = nodes
 
     def run(self, entries: Sequence[OutboxEntry]) -> Outcome:
+        """Carry out each entry; one that raises (any `Exception`) is a `Failure` and stops
+        nothing else. Interrupts (`KeyboardInterrupt`, `SystemExit`) still stop the server."""
         outcome = Outcome()
         for entry in entries:
             try:
                 self._one(entry)
-            except LowcostgpuError as exc:
-                # A runtime that cannot be reached now (Unavailable) fails no start: retried.
-                if entry.kind != "StartWorkload" or isinstance(exc, Unavailable):
-                    log.warning("effect %s failed, will retry: %s", entry.key, exc)
-                    continue
-                outcome.failed_starts.append((str(entry.payload["subject_id"]), str(exc)))
-            outcome.done.append(entry.key)
+            except Exception as exc:  # one entry's error, of any type, is its own
+                outcome.failed.append(Failure(entry, error_text(exc), failure_kind(exc), exc))
+            else:
+                outcome.done.append(entry.key)
         return outcome
 
     def _one(self, entry: OutboxEntry) -> None:

@@ -12,6 +12,7 @@ decision is made again. Metering (`app.meter`) cuts the open spans when an inter
 from __future__ import annotations
 
 import gc
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
@@ -30,7 +31,7 @@ from lowcostgpu.app.decisions import (
     volume_created,
     written_instance,
 )
-from lowcostgpu.app.effects import Outcome
+from lowcostgpu.app.effects import Outcome, Settled, give_up_reason, settled, start_applies
 from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
 from lowcostgpu.app.live import LiveState
 from lowcostgpu.app.meter import Meter, pass_commits
@@ -52,6 +53,7 @@ from lowcostgpu.core.lifecycle import (
     StopRequested,
 )
 from lowcostgpu.core.metering import MeterKey, UsageRecord
+from lowcostgpu.core.retries import RetryPolicy
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Host, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
@@ -69,6 +71,7 @@ from lowcostgpu.ports.store import (
     VolumeRecord,
 )
 
+log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 5  # decisions retried after a StaleWrite before giving up
 STANDBY_VIEW_S = 2  # how long a standby's reads share one load of the live rows
 
@@ -79,6 +82,7 @@ class PlaneConfig:
     metering_interval_s: int = 60
     poll_interval_s: float = 1.0  # how often the loop looks at the runtime at the latest
     low_balance_usd: Decimal = billing.DEFAULT_LOW_BALANCE_USD  # `BalanceLow` below this
+    effect_retry: RetryPolicy = field(default_factory=RetryPolicy)  # failed effects' backoff
 
 
 class ControlPlane:
@@ -322,10 +326,13 @@ class ControlPlane:
         for report in reports:
             if held(state, report):
                 continue
-            if report.phase in ("starting", "running"):
-                self.runtime.kill(report.allocation_id)
-            with suppress(Conflict):  # still dying: forgotten at a later tick, once exited
-                self.runtime.forget(report.allocation_id)
+            try:
+                if report.phase in ("starting", "running"):
+                    self.runtime.kill(report.allocation_id)
+                with suppress(Conflict):  # still dying: forgotten at a later tick, once exited
+                    self.runtime.forget(report.allocation_id)
+            except Exception as exc:  # one workload's failing kill stops no tick: tried again
+                log.warning("orphan %s not killed yet: %s", report.allocation_id, exc)
 
     # Deciding and writing ------------------------------------------------------------------------
 
@@ -427,25 +434,69 @@ class ControlPlane:
         self._carry(lambda: entries)
 
     def run_outbox(self) -> None:
-        """Carry out effects still pending (retries, and what a crash left): the partial index
-        on pending entries makes this O(pending)."""
-        self._carry(self.store.pending_outbox)
+        """Carry out effects still pending and due (retries, and what a crash left): the partial
+        index on pending entries by their next attempt makes this O(due)."""
+        self._carry(lambda: self.store.pending_outbox(due_at=self.clock.now()))
 
     def _carry(self, entries_of: Callable[[], Sequence[OutboxEntry]]) -> None:
-        """Carry out effects and mark the done ones; the others stay pending for a retry. One
-        carrier at a time, from reading the entries to marking them.
+        """Carry out effects and mark the done ones; one carrier at a time, from reading the
+        entries to marking them.
 
-        A start that could not be carried out (its volume could not be made, say) is done as an
-        effect, and its instance fails with the reason: its GPUs are freed, nothing else waits.
+        An entry that fails, whatever it raised, stops nothing else: its failure is written on it
+        and it is due again after a backoff (`core.retries`). A start that no longer applies is
+        dropped. A start given up fails its instance with the reason (its GPUs are freed) before
+        the entry is marked done, so a crash in between gives it up again rather than losing it.
         """
         with self._outbox_lock:
             entries = entries_of()
             if not entries:
                 return
-            outcome = self._carry_out(entries)
-            self.store.mark_done(outcome.done, self.clock.now())
-        for instance_id, why in outcome.failed_starts:
-            self._user(instance_id, StartFailed(why))
+            instances = self._live.state.instances if self._live is not None else None
+            applying = [e for e in entries if instances is None or self._applies(e, instances)]
+            outcome = self._carry_out(applying)
+            now = self.clock.now()
+            after = settled(outcome.failed, now, self.config.effect_retry)
+            self.store.record_failures(after.failures)
+            dropped = [e.key for e in entries if e not in applying]
+            self.store.mark_done([*outcome.done, *dropped], now)
+        self._give_up(after)
+
+    @staticmethod
+    def _applies(entry: OutboxEntry, instances: Mapping[str, Any]) -> bool:
+        return start_applies(entry, instances.get(str(entry.payload.get("subject_id", ""))))
+
+    def _give_up(self, after: Settled) -> None:
+        """Act on the given-up entries, then mark them done. A start fails its instance; a
+        signal is followed by its deadline's kill; a kill's instance has ended already (the
+        orphan sweep kills what still runs); a node effect is recorded on its entry."""
+        gone: list[str] = []
+        for failure, verdict in after.given_up:
+            entry = failure.entry
+            if entry.kind == "StartWorkload":
+                try:
+                    self._fail_start(entry, give_up_reason(failure, verdict))
+                except Exception as exc:  # the entry stays pending: given up again later
+                    log.warning("could not fail the start %s yet: %s", entry.key, exc)
+                    continue
+            gone.append(entry.key)
+        self.store.mark_done(gone, self.clock.now())
+
+    def _fail_start(self, entry: OutboxEntry, why: str) -> None:
+        """Fail the start's instance, if it is still starting on that allocation."""
+        instance_id = str(entry.payload["subject_id"])
+        allocation_id = entry.payload.get("allocation_id")
+
+        def decide(state: EngineState, now: Timestamp) -> Decision:
+            s = state.instances.get(instance_id)
+            if s is None or s.allocation_id != allocation_id:
+                return Decision(EngineStep(state))  # it moved on: nothing to fail
+            return Decision(engine.report(state, instance_id, StartFailed(why), now, self._sched))
+
+        self._decide(decide)
+
+    @property
+    def _sched(self) -> SchedulerConfig:
+        return self.config.scheduler
 
     def interruption(self, instance_id: str) -> dict[str, Any] | None:
         """The metadata endpoint's answer for a workload: its notice, or None (404)."""

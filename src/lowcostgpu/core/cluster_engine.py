@@ -6,6 +6,11 @@ requests answered synchronously: all of them are placed (possibly by reclaiming 
 preemptible nodes of other clusters included) or the creation is refused with
 `InsufficientCapacity` and nothing changes. Preemptible nodes are queued by the reconcile that
 ends every input (`Work.schedule`).
+
+Every size a customer asks for is bounded by what the cluster's pool could ever hold
+(`check_sizes`): the nodes of its size that fit the pool's hosts. A target beyond that could never
+be met, and each node asked for is work and memory: an unbounded number would let one request
+stop the control plane for everyone.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ def create_cluster(
         raise Conflict(f"cluster {cluster_id} already exists")
     cluster = clusters.create_cluster(cluster_id, spec, now, account_id=account_id)
     _check_pool(state, cluster)
+    check_sizes(state, cluster)
     work = Work(state)
     requests = clusters.standard_node_requests(cluster, fresh_node_ids(cluster))
     for request in requests:
@@ -60,6 +66,7 @@ def update_cluster_target(
     """Change the preemptible target; the reconcile scales toward it at once."""
     old = state.cluster(cluster_id)
     cluster = clusters.update_target(old, desired_preemptible_gpus, now=now)
+    check_sizes(state, cluster)
     work = Work(state)
     work.clusters[cluster_id] = cluster
     changed = clusters.target_changed(old, cluster, now)
@@ -120,4 +127,35 @@ def _check_pool(state: EngineState, cluster: ClusterState) -> None:
             f"gpus_per_node={cluster.gpus_per_node}: a node must fit one host, and the largest "
             f"{cluster.pool.gpu_type} host in {cluster.pool.region} has {largest} GPUs",
             hint=f"ask for 1 to {largest} GPUs per node",
+        )
+
+
+def pool_node_slots(state: EngineState, cluster: ClusterState) -> int:
+    """How many nodes of the cluster's size its pool could ever hold: each host's GPUs in whole
+    nodes. O(the pool's hosts), once per cluster request."""
+    size = cluster.gpus_per_node
+    return sum(h.host.gpu_count // size for h in state.fleet.hosts_in(cluster.pool))
+
+
+def check_sizes(state: EngineState, cluster: ClusterState) -> None:
+    """Refuse standard nodes or a preemptible target beyond what the pool could ever hold,
+    saying the maximum: standard nodes at most the pool's node slots, the preemptible target at
+    most the slots left beside them (in GPUs)."""
+    slots, size = pool_node_slots(state, cluster), cluster.gpus_per_node
+    where = f"the {cluster.pool.gpu_type} pool in {cluster.pool.region}"
+    standard = cluster.spec.standard_nodes
+    if standard > slots:
+        raise InvalidRequest(
+            f"standard_nodes={standard}: {where} can hold at most {slots} node(s) of {size} GPUs",
+            hint=f"ask for 1 to {slots} standard nodes",
+            maximum=slots,
+        )
+    most = (slots - standard) * size
+    desired = cluster.desired_preemptible_gpus
+    if desired > most:
+        raise InvalidRequest(
+            f"desired_preemptible_gpus={desired}: beside {standard} standard node(s), {where} can "
+            f"hold at most {most} preemptible GPUs in nodes of {size}",
+            hint=f"ask for 0 to {most} GPUs, a multiple of {size}",
+            maximum=most,
         )

@@ -59,13 +59,29 @@ class InstanceWrite:
 
 @dataclass(frozen=True, slots=True)
 class OutboxEntry:
-    """An effect to carry out. `key` makes it idempotent; `kind` and `payload` say what it is."""
+    """An effect to carry out. `key` makes it idempotent; `kind` and `payload` say what it is.
+
+    `attempts`, `next_attempt_at` and `last_error` are its retry state (`core.retries`): the
+    failed attempts so far, when it is due again (0: at once) and why the last one failed."""
 
     key: str
     kind: str
     payload: Mapping[str, Any]
     created_at: Timestamp
     attempts: int = 0
+    next_attempt_at: Timestamp = 0
+    last_error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxFailure:
+    """A failed attempt at a pending entry, to be written on it: its attempts so far (this one
+    included), when it is due again, and why it failed."""
+
+    key: str
+    attempts: int
+    next_attempt_at: Timestamp
+    error: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,11 +220,23 @@ class Store(Protocol):
         (plus the skipped ones when a status filter is selective), not O(the account's rows)."""
         ...
 
-    def pending_outbox(self, limit: int = 1000) -> list[OutboxEntry]:
-        """Effects not yet done, oldest first."""
+    def pending_outbox(
+        self, limit: int = 1000, *, due_at: Timestamp | None = None
+    ) -> list[OutboxEntry]:
+        """Effects not yet done, oldest first; with `due_at`, only those whose next attempt is
+        due by then (`next_attempt_at <= due_at`).
+
+        The loop reads the due ones at every tick: the SQL store reads them through a partial
+        index on (next_attempt_at, position) of the pending entries, so an entry waiting for its
+        retry, and the history of done ones, cost nothing per tick."""
         ...
 
     def mark_done(self, keys: Sequence[str], at: Timestamp) -> None: ...
+
+    def record_failures(self, failures: Sequence[OutboxFailure]) -> None:
+        """Write each failed attempt on its entry, if it is still pending and has seen fewer
+        attempts (two carriers of one entry, or a replay, never move its count back)."""
+        ...
 
     def events(
         self,

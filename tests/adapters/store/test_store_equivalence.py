@@ -29,6 +29,7 @@ from lowcostgpu.ports.store import (
     InstanceWrite,
     LedgerEntry,
     OutboxEntry,
+    OutboxFailure,
     Store,
     VolumeRecord,
 )
@@ -118,8 +119,17 @@ commits = st.builds(
     volumes=st.lists(volumes, max_size=2),
     ledger=st.lists(ledger_entries, max_size=3),
 )
+failures = st.builds(
+    OutboxFailure,
+    key=keys,
+    attempts=st.integers(0, 5),
+    next_attempt_at=times,
+    error=st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=3),
+)
 operations = st.lists(
-    commits.map(lambda c: ("commit", c)) | st.tuples(st.just("done"), st.lists(keys), times),
+    commits.map(lambda c: ("commit", c))
+    | st.tuples(st.just("done"), st.lists(keys), times)
+    | st.tuples(st.just("failed"), st.lists(failures, max_size=3)),
     min_size=1,
     max_size=8,
 )
@@ -130,6 +140,8 @@ def apply(store: Store, op: tuple[Any, ...]) -> str | None:
     try:
         if op[0] == "commit":
             store.commit(op[1])
+        elif op[0] == "failed":
+            store.record_failures(op[1])
         else:
             store.mark_done(op[1], op[2])
     except LowcostgpuError as e:
@@ -163,6 +175,7 @@ def observe_more(store: Store) -> dict[str, Any]:
         "instance": one,
         "all_instances": store.instances(include_deleted=True),
         "pending_2": store.pending_outbox(limit=2),
+        "due_2_by_60": store.pending_outbox(limit=2, due_at=60),
         "events_acct_2_after_1": store.events(after_seq=1, account_id="acct-2"),
         "events_2": store.events(limit=2),
         "usage_acct_1": store.usage(account_id="acct-1"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection, Sequence
 from decimal import Decimal
+from itertools import islice
 from typing import Any
 
 from lowcostgpu.adapters.store import cluster_rows, memory_rows, rows
@@ -29,6 +30,7 @@ from lowcostgpu.ports.store import (
     EventRecord,
     LedgerEntry,
     OutboxEntry,
+    OutboxFailure,
     StoredCluster,
     StoredInstance,
     StoredNode,
@@ -44,6 +46,7 @@ class MemoryStore:
         self._mutex = threading.Lock()
         self._instances: dict[str, _Row] = {}
         self._outbox: dict[str, _Row] = {}  # insertion order is the outbox order
+        self._pending: dict[str, _Row] = {}  # the same rows while not done, in the same order
         self._events: list[_Row] = []
         self._event_keys: set[str] = set()
         self._usage: dict[tuple[str, str, Timestamp], _Row] = {}
@@ -83,7 +86,8 @@ class MemoryStore:
             self._clusters.update(clusters)
             self._nodes.update(nodes)
             for o in outbox:
-                self._outbox.setdefault(o["key"], {**o, "done_at": None})
+                if o["key"] not in self._outbox:
+                    self._outbox[o["key"]] = self._pending[o["key"]] = {**o, "done_at": None}
             self._events.extend(events)
             self._event_keys.update(e["key"] for e in events)
             for u in usage:
@@ -136,9 +140,17 @@ class MemoryStore:
     def mark_done(self, keys: Sequence[str], at: Timestamp) -> None:
         with self._mutex:
             for key in keys:
-                row = self._outbox.get(key)
-                if row is not None and row["done_at"] is None:
+                row = self._pending.pop(key, None)
+                if row is not None:
                     row["done_at"] = at
+
+    def record_failures(self, failures: Sequence[OutboxFailure]) -> None:
+        with self._mutex:
+            for f in failures:
+                row = self._pending.get(f.key)
+                if row is not None and row["attempts"] < f.attempts:
+                    row.update(attempts=f.attempts, next_attempt_at=f.next_attempt_at)
+                    row["last_error"] = f.error
 
     def instances(self, *, include_deleted: bool = False) -> list[StoredInstance]:
         with self._mutex:
@@ -176,11 +188,18 @@ class MemoryStore:
             )
         return [rows.stored_instance(r) for r in found]
 
-    def pending_outbox(self, limit: int = 1000) -> list[OutboxEntry]:
+    def pending_outbox(
+        self, limit: int = 1000, *, due_at: Timestamp | None = None
+    ) -> list[OutboxEntry]:
         if limit <= 0:
             return []
         with self._mutex:
-            pending = [r for r in self._outbox.values() if r["done_at"] is None][:limit]
+            due = (
+                r
+                for r in self._pending.values()
+                if due_at is None or r["next_attempt_at"] <= due_at
+            )
+            pending = [dict(r) for r in islice(due, limit)]  # copies: later writes change rows
         return [rows.outbox_entry(r) for r in pending]
 
     def events(

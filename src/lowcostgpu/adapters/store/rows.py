@@ -95,6 +95,8 @@ def outbox_row(entry: OutboxEntry) -> dict[str, Any]:
         "payload": codec.dumps(entry.payload),
         "created_at": entry.created_at,
         "attempts": entry.attempts,
+        "next_attempt_at": entry.next_attempt_at,
+        "last_error": entry.last_error,
     }
 
 
@@ -105,6 +107,8 @@ def outbox_entry(row: Row) -> OutboxEntry:
         payload=codec.loads(dict[str, Any], row["payload"]),
         created_at=row["created_at"],
         attempts=row["attempts"],
+        next_attempt_at=row["next_attempt_at"],
+        last_error=row["last_error"],
     )
 
 

@@ -12,8 +12,10 @@ never reads the time.
   (`ix_instances_active`, 0008: what `live_instances()` returns); `ix_instances_account_created`
   (account_id, created_at, id; 0008) gives one account's instances in page order
   (`instances_page()`).
-- outbox: effects to carry out; `position` is the insertion order, `done_at` NULL while pending
-  (a partial index keeps the pending ones cheap to find however long the history grows).
+- outbox: effects to carry out; `position` is the insertion order, `done_at` NULL while pending.
+  Each entry keeps its retry state (migration 0009): `attempts`, `next_attempt_at` (0: due at
+  once) and `last_error`. A partial index of the pending ones on (next_attempt_at, position)
+  finds those that are due, however long the history grows and however many wait for a retry.
 - events: append-only; `seq` is assigned by the store, strictly increasing in commit order;
   `key` deduplicates an event written twice after a crash. Indexed by (account, seq) for one
   account's reads, by `at` for time windows (`Store.events(since=, until=)`, migration 0006), and
@@ -84,8 +86,12 @@ outbox = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False),
     sa.Column("done_at", sa.BigInteger, nullable=True),
+    # The retry state of a failed effect (migration 0009).
+    sa.Column("next_attempt_at", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("last_error", sa.Text, nullable=False, server_default=""),
     sa.Index(
-        "ix_outbox_pending",
+        "ix_outbox_due",
+        "next_attempt_at",
         "position",
         sqlite_where=sa.text("done_at IS NULL"),
         postgresql_where=sa.text("done_at IS NULL"),

@@ -61,6 +61,7 @@ from lowcostgpu.ports.store import (
     EventRecord,
     LedgerEntry,
     OutboxEntry,
+    OutboxFailure,
     StoredCluster,
     StoredInstance,
     StoredNode,
@@ -171,6 +172,10 @@ class SqlStore:
         with self._write() as conn:
             outbox_rows.mark_done(conn, keys, at)
 
+    def record_failures(self, failures: Sequence[OutboxFailure]) -> None:
+        with self._write() as conn:
+            outbox_rows.record_failures(conn, failures)
+
     def _insert_events(
         self, conn: sa.Connection, events: Sequence[EventRecord]
     ) -> list[tuple[EventRecord, int]]:
@@ -255,9 +260,11 @@ class SqlStore:
         found = self._rows(q.order_by(self._text(t.nodes.c.id)))
         return [cluster_rows.stored_node(r) for r in found]
 
-    def pending_outbox(self, limit: int = 1000) -> list[OutboxEntry]:
+    def pending_outbox(
+        self, limit: int = 1000, *, due_at: Timestamp | None = None
+    ) -> list[OutboxEntry]:
         with translated(self.url), self._engine.connect() as conn:
-            return outbox_rows.pending(conn, limit)
+            return outbox_rows.pending(conn, limit, due_at)
 
     def events(
         self,

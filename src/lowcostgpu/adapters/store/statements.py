@@ -47,3 +47,23 @@ PENDING_OUTBOX = (
     .order_by(t.outbox.c.position)
     .limit(sa.bindparam("limit"))
 )
+# The due ones through `ix_outbox_due`: a range of next_attempt_at, then sorted by position.
+DUE_OUTBOX = (
+    sa.select(t.outbox)
+    .where(t.outbox.c.done_at.is_(None), t.outbox.c.next_attempt_at <= sa.bindparam("due_at"))
+    .order_by(t.outbox.c.position)
+    .limit(sa.bindparam("limit"))
+)
+OUTBOX_FAILED = (
+    sa.update(t.outbox)
+    .where(
+        t.outbox.c.key == sa.bindparam("k"),
+        t.outbox.c.done_at.is_(None),
+        t.outbox.c.attempts < sa.bindparam("a"),
+    )
+    .values(
+        attempts=sa.bindparam("a"),
+        next_attempt_at=sa.bindparam("n"),
+        last_error=sa.bindparam("e"),
+    )
+)
