@@ -45,7 +45,7 @@ def client(server: Api, name: str) -> httpx.Client:
         created = admin.create_account(name)
         admin.topup(created["id"], "10.00")
     key = created["api_key"]
-    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
 
 
 def preemptible(cluster: dict[str, Any], status: str) -> list[str]:

@@ -18,10 +18,12 @@ from lowcostgpu.adapters.kubernetes import Kube
 from lowcostgpu.adapters.kubernetes.objects import DRAIN_DEADLINE, GPU_RESOURCE
 from lowcostgpu.core.nodes import CLUSTER_LABEL, COMPUTE_CLASS_LABEL, PREEMPTIBLE_TAINT
 from lowcostgpu.domain.status import InstanceStatus
-from waiting import wait_until
+from waiting import DEADLINE_S, wait_until
 
 
-def tick_until(world: K8sWorld, predicate: Any, timeout_s: float = 30.0, what: str = "") -> Any:
+def tick_until(
+    world: K8sWorld, predicate: Any, timeout_s: float = DEADLINE_S, what: str = ""
+) -> Any:
     def ticked() -> Any:
         world.plane.tick()
         return predicate()
