@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 from api_server import Api
 
 from lowcostgpu.client.api import Client, Instance
 from lowcostgpu.domain.errors import InsufficientCapacity, NotFound
+from waiting import wait_until
 
 HOLD = ["sleep", "60"]
 
 
-def wait_for(user: Client, instance_id: str, statuses: set[str], timeout_s: float = 20) -> Instance:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+def wait_for(user: Client, instance_id: str, statuses: set[str]) -> Instance:
+    def reached() -> Instance | None:
         inst = user.instance(instance_id)
-        if inst["status"] in statuses:
-            return inst
-        time.sleep(0.1)
-    raise AssertionError(f"{instance_id} not {statuses}: {inst}")
+        return inst if inst["status"] in statuses else None
+
+    return wait_until(reached, what=f"{instance_id} {statuses}")
 
 
 def test_prices_are_exact_strings_and_interruptible_is_exactly_half(api: Api) -> None:

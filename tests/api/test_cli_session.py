@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from api_server import ADMIN_KEY, Api, free_port
 from typer.testing import CliRunner
 
 from lowcostgpu.cli.main import app
+from waiting import wait_until
 
 
 @pytest.fixture
@@ -53,9 +53,7 @@ def test_a_user_session_launch_ls_show_events_logs_stop_rm_bill(
     )
     instance_id = out.split()[2]
     assert out.startswith(f"✓ instance {instance_id}") and "$0.234/hr" in out
-    deadline = time.monotonic() + 20
-    while "succeeded" not in run(cli, "show", instance_id) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: "succeeded" in run(cli, "show", instance_id), what="the run succeeded")
     assert instance_id in run(cli, "ls")
     assert run(cli, "logs", instance_id) == "hi cli\n"
     assert "Succeeded" in run(cli, "events", instance_id)

@@ -4,12 +4,13 @@ operator route, and a window that makes no plot is a 422 saying what to change."
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
 import pytest
 from api_server import ADMIN_KEY, Api
+
+from waiting import wait_until
 
 POOL = "eu-west/a100-sxm4"
 SLEEP = ["sleep", "120"]
@@ -47,15 +48,13 @@ def test_a_queued_instance_and_a_reclaim_show_in_the_history(api: Api) -> None:
     with client:
         first = client.launch(gpu="a100-sxm4", type="interruptible", gpus=2, command=SLEEP)
         client.launch(gpu="a100-sxm4", type="interruptible", gpus=2, command=SLEEP)  # waits
-        deadline = time.monotonic() + 30
-        while client.instance(first["id"])["status"] != "running":
-            assert time.monotonic() < deadline, "the first instance did not start"
-            time.sleep(0.2)
+        wait_until(
+            lambda: client.instance(first["id"])["status"] == "running",
+            what="the first instance running",
+        )
         assert _history(api)["queue_depth_now"] >= 1
         client.launch(gpu="a100-sxm4", type="on-demand", gpus=2, command=["sleep", "2"])
-        while _history(api)["reclaims_window"] < 1:
-            assert time.monotonic() < deadline, "no reclaim in the history"
-            time.sleep(0.2)
+        wait_until(lambda: _history(api)["reclaims_window"] >= 1, what="a reclaim in the history")
     body = _history(api)
     per_pool = sum(p["pools"][POOL]["reclaims"] for p in body["series"])
     assert per_pool == body["reclaims_window"] >= 1

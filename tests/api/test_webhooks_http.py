@@ -25,7 +25,8 @@ from lowcostgpu.cli.main import app
 from lowcostgpu.client.api import Client
 from lowcostgpu.domain.errors import InvalidRequest
 
-POLICY = WebhookPolicy(first_backoff_s=1, max_backoff_s=1, disable_after_s=4, poll_s=0.1)
+# disable_after_s: longer than the outage of the in-order test takes on a loaded machine.
+POLICY = WebhookPolicy(first_backoff_s=1, max_backoff_s=1, disable_after_s=10, poll_s=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +75,15 @@ def _seqs(client: Client) -> list[int]:
     return [e["seq"] or 0 for e in client.events(0, 1000) if e["object_kind"] == "instance"]
 
 
+def _outage_tries(client: Client, hook_id: str) -> bool:
+    tries = [a for d in client.deliveries(hook_id) for a in d["tries"]]
+    return any(a["status_code"] is None and a["error"] for a in tries)
+
+
+def _all_delivered(client: Client, hook_id: str) -> bool:
+    return all(d["status"] == "delivered" for d in client.deliveries(hook_id))
+
+
 def test_every_event_arrives_in_order_through_errors_and_an_outage(
     hooks_api: Api, receiver: Receiver
 ) -> None:
@@ -84,10 +94,13 @@ def test_every_event_arrives_in_order_through_errors_and_an_outage(
     until("a failed attempt", lambda: receiver.failing == 0)
     receiver.stop()  # down for a while (shorter than disable_after_s)
     _launch_and_stop(client, 1)
-    time.sleep(1.5)
+    until("a try that met the outage", lambda: _outage_tries(client, hook["id"]))
     receiver.start()
+    until(
+        "all instances stopped", lambda: all(i["status"] == "stopped" for i in client.instances())
+    )
     until("every event", lambda: set(receiver.seqs()) >= set(_seqs(client)))
-    time.sleep(0.5)
+    until("every delivery recorded", lambda: _all_delivered(client, hook["id"]))
     first_seen = list(dict.fromkeys(receiver.seqs()))
     assert first_seen == sorted(first_seen)  # in order: n+1 never before n
     ids_of: dict[int, set[str]] = {}

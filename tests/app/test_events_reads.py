@@ -4,7 +4,6 @@ log — the filters are the store's, and an empty long-poll moves its cursor to 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from lowcostgpu.app import events as event_log
 from lowcostgpu.domain import errors
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.ports.store import Commit, EventRecord
+from waiting import wait_until
 
 HISTORY = 5000  # events of other objects before the ones a reader wants
 
@@ -71,9 +71,9 @@ def test_an_empty_long_poll_moves_its_cursor_to_the_latest_seq(store: CountingSt
         )
     )
     waiter.start()
-    time.sleep(0.35)
+    wait_until(lambda: store.after_seqs, what="the first look")  # not a fixed sleep: under load
     store.commit(Commit(events=[_event(HISTORY + 3, "i-2")]))
-    waiter.join(timeout=10)
+    waiter.join(timeout=60)
     assert [e.key for e in got[0].events] == [f"e{HISTORY + 3}"]
     assert store.rows_read == 1
     assert store.after_seqs[0] == 0 and set(store.after_seqs[1:]) == {HISTORY + 2}

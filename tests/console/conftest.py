@@ -34,6 +34,7 @@ def browser() -> Iterator[Any]:
 def page(browser: Any) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
+    page.set_default_timeout(60_000)  # Playwright's 30 s is short for Chromium on a loaded machine
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     yield page

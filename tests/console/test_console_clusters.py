@@ -51,7 +51,5 @@ def test_a_bad_target_shows_the_api_message_and_a_good_one_creates_the_cluster(
     page.locator("#target-error .problem").wait_for()
     page.fill("#update-target input[name=desired_preemptible_gpus]", "2")
     page.click("#update-target button[type=submit]")
-    page.wait_for_function(
-        "() => document.querySelector('.stats')?.innerText.includes('/ 2')", timeout=20_000
-    )
+    page.wait_for_function("() => document.querySelector('.stats')?.innerText.includes('/ 2')")
     assert _clusters(server, key)[0]["desired_preemptible_gpus"] == 2

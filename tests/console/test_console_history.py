@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 from console_server import ADMIN_KEY, Server, sign_in
 
+from waiting import wait_until
+
 POOL = "eu-west/a100-sxm4"
 SLEEP = ["sleep", "120"]
 
@@ -32,14 +34,11 @@ def _queue_and_reclaim(server: Server) -> None:
     with client:
         first = client.launch(gpu="a100-sxm4", type="interruptible", command=SLEEP)
         client.launch(gpu="a100-sxm4", type="interruptible", command=SLEEP)
-        deadline = time.monotonic() + 60
-        while client.instance(first["id"])["status"] != "running":
-            assert time.monotonic() < deadline, "the first run did not start"
-            time.sleep(0.2)
+        wait_until(
+            lambda: client.instance(first["id"])["status"] == "running", what="the first run"
+        )
         client.launch(gpu="a100-sxm4", type="on-demand", command=["sleep", "60"])
-        while _history(server)["reclaims_window"] < 1:
-            assert time.monotonic() < deadline, "no reclaim in the history"
-            time.sleep(0.2)
+        wait_until(lambda: _history(server)["reclaims_window"] >= 1, what="a reclaim in history")
 
 
 def test_the_fleet_page_plots_the_queue_depth_and_the_reclaims_of_a_real_scenario(

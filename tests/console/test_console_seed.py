@@ -4,11 +4,12 @@ the Preempted event, the checkpoint step it stopped at, and the restart that res
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 from console_server import Server, sign_in
+
+from waiting import wait_until
 
 pytest.importorskip("torch")
 
@@ -58,8 +59,9 @@ def test_the_instance_page_shows_preemption_checkpoint_and_resume_as_they_happen
         assert f"resumed from step {step}" in text  # the Restarted row
         assert page.locator("svg.timeline text", has_text=f"resumed {step}").count() == 1
         assert page.evaluate("window.__notReloaded") is True  # all of it arrived live
-        deadline = time.monotonic() + 60
-        while client.instance(inst["id"])["status"] != "succeeded":
-            assert time.monotonic() < deadline, "the run did not finish"
-            time.sleep(0.5)
+        wait_until(
+            lambda: client.instance(inst["id"])["status"] == "succeeded",
+            TIMEOUT_MS / 1000,
+            "the run to finish",
+        )
         timeline.locator("td.reason", has_text="Succeeded").wait_for(timeout=TIMEOUT_MS)

@@ -16,12 +16,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from itertools import combinations, pairwise
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from waiting import wait_until
 
 HERE = Path(__file__).parent
 WORKLOAD = HERE / "ckpt_workload.py"
@@ -125,6 +128,13 @@ def workload_processes() -> dict[str, list[int]]:
     return found
 
 
+def orphans(server: Server) -> list[str]:
+    """Instances with a live workload process that neither hold GPUs nor just released them."""
+    status = {i["id"]: i["status"] for i in server.call("GET", "/v1/instances")}
+    allowed = HOLDING | {"interrupted", "stopped"}
+    return [i for i in workload_processes() if status.get(i) not in allowed]
+
+
 def check_invariants(server: Server) -> list[dict[str, Any]]:
     instances: list[dict[str, Any]] = server.call("GET", "/v1/instances")
     holding = [i for i in instances if i["status"] in HOLDING]
@@ -201,26 +211,28 @@ def test_kill_the_server_at_random_moments_and_lose_nothing(server: Server) -> N
         time.sleep(rng.uniform(0.05, 2.5))
         server.kill()
         server.start()
-        time.sleep(1.5)
+        time.sleep(1.5)  # pacing: the restarted server gets on with the work before the next kill
+        # An effect the killed server had committed but not carried out (the SIGKILL of a
+        # requeued victim) is carried out at the new leader's first ticks: wait for that, then
+        # every invariant must hold.
+        wait_until(lambda: not orphans(server), what="the restarted server to end its orphans")
         check_invariants(server)
     for i in on_demand:
         if server.call("GET", f"/v1/instances/{i}")["status"] in HOLDING:
             server.call("POST", f"/v1/instances/{i}/stop")
-    finished = _wait_for(server, work, {"succeeded"}, timeout_s=240)
+    finished = _wait_for(server, work, {"succeeded"}, deadline_s=240)
     check_invariants(server)
     _check_resumes_and_meter(server, finished)
 
 
 def _wait_for(
-    server: Server, ids: list[str], statuses: set[str], timeout_s: float
+    server: Server, ids: list[str], statuses: set[str], deadline_s: float
 ) -> dict[str, dict[str, Any]]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def reached() -> dict[str, dict[str, Any]] | None:
         states = {i: server.call("GET", f"/v1/instances/{i}") for i in ids}
-        if all(s["status"] in statuses for s in states.values()):
-            return states
-        time.sleep(0.5)
-    raise AssertionError(f"not all {statuses} in {timeout_s} s: {states}")
+        return states if all(s["status"] in statuses for s in states.values()) else None
+
+    return wait_until(reached, deadline_s, f"all of {ids} {statuses}", poll_s=0.5)
 
 
 def _check_resumes_and_meter(server: Server, finished: dict[str, dict[str, Any]]) -> None:
@@ -238,13 +250,25 @@ def _check_resumes_and_meter(server: Server, finished: dict[str, dict[str, Any]]
         runs_of[instance_id] = runs
     interrupted_runs = sum(len(runs) - 1 for runs in runs_of.values())
     assert interrupted_runs >= 1, "no work was ever interrupted: the test proved nothing"
-    # Metering closes an interval once it has ended: wait for the last one, then compare.
-    time.sleep(METERING_INTERVAL_S + 5)
+
+    # Metering closes an interval once it has ended: wait until each instance is metered
+    # through its last run's end (within a second: the server's clock is read in whole seconds).
+    def metered(instance_id: str) -> dict[str, Any] | None:
+        usage: dict[str, Any] = server.call("GET", f"/v1/instances/{instance_id}/usage")
+        through = usage["metered_through"]
+        ended = runs_of[instance_id][-1]["stop"]
+        return usage if through is not None and through >= ended - 1 else None
+
     worst_s = 0.0
     for instance_id, runs in runs_of.items():
         real_s = sum((r["sigterm"] or r["stop"]) - r["start"] for r in runs)
         gpus = finished[instance_id]["gpus"]
-        usage = server.call("GET", f"/v1/instances/{instance_id}/usage")
+        usage = wait_until(
+            partial(metered, instance_id),
+            3 * METERING_INTERVAL_S,
+            f"{instance_id} metered through its end",
+            poll_s=1,
+        )
         off_s = abs(usage["gpu_seconds"] - gpus * real_s)
         assert off_s <= gpus * METERING_INTERVAL_S, (instance_id, usage, real_s)
         worst_s = max(worst_s, off_s / gpus)

@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from lowcostgpu.sdk.checkpoint import MARKER_NAME, Checkpointer, step_dir_name
 from lowcostgpu.sdk.metadata import MetadataClient
 from lowcostgpu.sdk.notice import StopNotice
 from lowcostgpu.sdk.testing import FakeMetadata, ManualClock
+from waiting import wait_until
 
 
 def writer(text: str):  # type: ignore[no-untyped-def]
@@ -133,10 +133,10 @@ def test_a_process_killed_mid_write_leaves_the_previous_checkpoint(tmp_path: Pat
     )
     child = subprocess.Popen([sys.executable, "-c", script])
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "writing").exists():
-            assert child.poll() is None and time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(
+            lambda: child.poll() is not None or (tmp_path / "writing").exists(), what="the write"
+        )
+        assert child.poll() is None  # still writing when it is killed
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()

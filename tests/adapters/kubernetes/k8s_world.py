@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from lowcostgpu.adapters.clock import RandomIds, SystemClock
@@ -26,17 +24,6 @@ from lowcostgpu.domain.capacity import Host, PoolKey
 
 POOL = PoolKey("eu-west", "a100-sxm4")
 GPU_LIMIT = {"limits": {"nvidia.com/gpu": "1"}}
-
-
-def wait_until(predicate: Callable[[], Any], timeout_s: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.1)
 
 
 class K8sWorld:

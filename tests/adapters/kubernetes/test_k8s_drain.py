@@ -11,16 +11,19 @@ from typing import Any
 
 import pytest
 from apiserver import shared
-from k8s_world import K8sWorld, wait_until
+from k8s_world import K8sWorld
 from kubelet import FakeKubelet
 
 from lowcostgpu.adapters.kubernetes import Kube
 from lowcostgpu.adapters.kubernetes.objects import DRAIN_DEADLINE, GPU_RESOURCE
 from lowcostgpu.core.nodes import CLUSTER_LABEL, COMPUTE_CLASS_LABEL, PREEMPTIBLE_TAINT
 from lowcostgpu.domain.status import InstanceStatus
+from waiting import DEADLINE_S, wait_until
 
 
-def tick_until(world: K8sWorld, predicate: Any, timeout_s: float = 30.0, what: str = "") -> Any:
+def tick_until(
+    world: K8sWorld, predicate: Any, timeout_s: float = DEADLINE_S, what: str = ""
+) -> Any:
     def ticked() -> Any:
         world.plane.tick()
         return predicate()
@@ -84,7 +87,7 @@ def test_the_provider_keeps_its_nodes_heartbeat_fresh(world: K8sWorld) -> None:
 
     first = heartbeat()
     world.nodes.heartbeat_s = 0  # renew at every report
-    wait_until(lambda: world.plane.tick() or heartbeat() > first, 10, "a renewed heartbeat")
+    wait_until(lambda: world.plane.tick() or heartbeat() > first, what="a renewed heartbeat")
 
 
 def test_reclaim_cordons_fires_preempted_evicts_with_grace_then_deletes_the_node(

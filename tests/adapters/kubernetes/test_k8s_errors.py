@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from apiserver import NOBODY_TOKEN, ApiServer, free_port
-from k8s_world import K8sWorld, wait_until
+from k8s_world import K8sWorld
 
 from lowcostgpu.adapters.kubernetes import Kube, KubernetesRuntime
 from lowcostgpu.core.nodes import CLUSTER_LABEL, COMPUTE_CLASS_LABEL, PREEMPTIBLE_TAINT
@@ -21,6 +21,7 @@ from lowcostgpu.domain.errors import (
     Unavailable,
 )
 from lowcostgpu.ports.runtime import WorkloadStart
+from waiting import wait_until
 
 
 def pending_pod(world: K8sWorld, name: str, selector: dict[str, str], tolerate: bool) -> None:
@@ -68,7 +69,7 @@ def test_a_pod_that_cannot_tolerate_the_only_matching_nodes_is_refused_with_what
         events = kube.events.list_namespaced_event(namespace).items
         return [e for e in events if e.regarding.name == "job" and e.type == "Warning"]
 
-    (event,) = wait_until(warned, 10, "the Warning event on the pod")
+    (event,) = wait_until(warned, what="the Warning event on the pod")
     assert event.reason == "PreemptibleTaintNotTolerated" and "toleration" in event.note
 
 

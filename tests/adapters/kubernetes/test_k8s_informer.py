@@ -6,11 +6,11 @@ from __future__ import annotations
 import threading
 
 from apiserver import ApiServer
-from k8s_world import wait_until
 
 from lowcostgpu.adapters.kubernetes import Kube
 from lowcostgpu.adapters.kubernetes.informer import PodCache
 from lowcostgpu.adapters.kubernetes.objects import selector
+from waiting import wait_until
 
 
 def labelled_pod(name: str) -> dict[str, object]:
@@ -40,10 +40,10 @@ def test_the_cache_follows_creations_and_deletions_and_wakes_its_owner(
         assert names(cache) == {"before"}  # the selector: not the unlabelled pod
         woken.clear()
         kube.core.create_namespaced_pod(namespace, labelled_pod("after"))
-        wait_until(lambda: names(cache) == {"before", "after"}, 10, "the new pod in the cache")
+        wait_until(lambda: names(cache) == {"before", "after"}, what="the new pod in the cache")
         assert woken.is_set()
         kube.core.delete_namespaced_pod("before", namespace, grace_period_seconds=0)
-        wait_until(lambda: names(cache) == {"after"}, 10, "the deletion in the cache")
+        wait_until(lambda: names(cache) == {"after"}, what="the deletion in the cache")
     finally:
         cache.stop()
 

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from apiserver import ApiServer, free_port
-from k8s_world import K8sWorld, wait_until
+from k8s_world import K8sWorld
 
 from lowcostgpu.adapters.kubernetes import Kube
 from lowcostgpu.adapters.kubernetes.objects import pod_name
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.domain.status import InstanceStatus
+from waiting import wait_until
 
 
 def test_an_interruption_is_an_eviction_and_the_requeue_a_new_pod_on_the_same_claim(
@@ -38,14 +39,14 @@ def test_an_interruption_is_an_eviction_and_the_requeue_a_new_pod_on_the_same_cl
             assert allocation is not None
             return kube.core.read_namespaced_pod(pod_name(allocation), namespace)
 
-        wait_until(lambda: status() is InstanceStatus.RUNNING, 20, "the first run")
+        wait_until(lambda: status() is InstanceStatus.RUNNING, what="the first run")
         first = pod_of_run()
         od = world.on_demand(8)  # needs the whole host: the interruptible run is reclaimed
         world.plane.tick()
         evicted = kube.core.read_namespaced_pod(first.metadata.name, namespace)
         assert evicted.metadata.deletion_grace_period_seconds == 5  # the eviction, with grace
-        wait_until(lambda: status() is InstanceStatus.QUEUED, 20, "the run interrupted, requeued")
-        wait_until(lambda: status(od) is InstanceStatus.RUNNING, 20, "the on-demand run")
+        wait_until(lambda: status() is InstanceStatus.QUEUED, what="the run interrupted, requeued")
+        wait_until(lambda: status(od) is InstanceStatus.RUNNING, what="the on-demand run")
         world.plane.stop(od)
         wait_until(lambda: status() is InstanceStatus.RUNNING, 30, "the requeued run")
         second = pod_of_run()

@@ -11,8 +11,7 @@ import contextlib
 import os
 import signal
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,21 +23,11 @@ from lowcostgpu.adapters.kubernetes.objects import pod_name
 from lowcostgpu.adapters.local import LocalRuntime
 from lowcostgpu.adapters.local import shim as shim_files
 from lowcostgpu.ports.runtime import VolumeMount, WorkloadReport, WorkloadStart
+from waiting import wait_until
 
 PROGRAM = Path(__file__).with_name("workload_program.py")
 sys.path.insert(0, str(Path(__file__).parents[1] / "kubernetes"))  # apiserver.py, kubelet.py
 MISSING_COMMAND = "/nonexistent/lowcostgpu-no-such-command"
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or predicate}")
-        time.sleep(0.02)
 
 
 def report_of(runtime: Any, allocation_id: str) -> WorkloadReport | None:
@@ -50,7 +39,7 @@ def wait_phase(runtime: Any, allocation_id: str, phase: str) -> WorkloadReport:
         r = report_of(runtime, allocation_id)
         return r if r is not None and r.phase == phase else None
 
-    return wait_for(found, what=f"{allocation_id} {phase}")  # type: ignore[no-any-return]
+    return wait_until(found, what=f"{allocation_id} {phase}")  # type: ignore[no-any-return]
 
 
 def workload_start(allocation_id: str, argv: tuple[str, ...], **kw: Any) -> WorkloadStart:
@@ -97,7 +86,7 @@ class LocalHarness:
 
     def wait_running(self, allocation_id: str) -> None:
         wait_phase(self.runtime, allocation_id, "running")
-        wait_for(lambda: (self.control(allocation_id) / "ready").exists(), what="ready")
+        wait_until(lambda: (self.control(allocation_id) / "ready").exists(), what="ready")
 
     def finish(self, allocation_id: str, exit_code: int) -> None:
         tmp = self.control(allocation_id) / "exit.tmp"
@@ -106,7 +95,7 @@ class LocalHarness:
 
     def got_sigterm(self, allocation_id: str) -> bool:
         marker = self.control(allocation_id) / "sigterm-main"
-        wait_for(marker.exists, timeout_s=5, what="SIGTERM marker")
+        wait_until(marker.exists, what="SIGTERM marker")
         return True
 
     def process_count(self, allocation_id: str) -> int:
@@ -120,14 +109,14 @@ class LocalHarness:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(record["pid"], signal.SIGKILL)
         root = str(self.root)
-        wait_for(lambda: not processes_mentioning(root), timeout_s=5, what="no process left")
+        wait_until(lambda: not processes_mentioning(root), what="no process left")
 
         def reaped() -> bool:
             for runtime in (self.runtime, *self.others):
                 runtime.observe()  # reaps the shims this runtime started that have ended
             return not zombie_children()
 
-        wait_for(reaped, timeout_s=5, what="no zombie child of the test process")
+        wait_until(reaped, what="no zombie child of the test process")
 
 
 class FakeHarness:
@@ -191,7 +180,7 @@ class KubernetesHarness:
 
     def got_sigterm(self, allocation_id: str) -> bool:
         key = f"{self.namespace}/{pod_name(allocation_id)}"
-        wait_for(lambda: key in self.kubelet.sigterm, timeout_s=5, what="SIGTERM of the pod")
+        wait_until(lambda: key in self.kubelet.sigterm, what="SIGTERM of the pod")
         return True
 
     def process_count(self, allocation_id: str) -> int:

@@ -10,19 +10,19 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from conftest import (
     LocalHarness,
     processes_mentioning,
     report_of,
     volume_mount,
-    wait_for,
     wait_phase,
     workload_start,
 )
-
 from lowcostgpu.adapters.local import LocalRuntime
 from lowcostgpu.adapters.local import shim as shim_files
 from lowcostgpu.adapters.local.state import RELAUNCH_REASON
+from waiting import wait_until
 
 
 def test_the_workload_sees_its_gpus_volume_and_env_and_runs_in_the_volume(
@@ -62,10 +62,10 @@ def test_sigterm_reaches_the_whole_process_group(local: LocalHarness) -> None:
     local.runtime.signal("a-1", "SIGTERM")
     control = local.control("a-1")
     for role in ("main", "child"):
-        wait_for((control / f"sigterm-{role}").exists, what=f"SIGTERM of the {role} process")
+        wait_until((control / f"sigterm-{role}").exists, what=f"SIGTERM of the {role} process")
     local.runtime.kill("a-1")
     assert wait_phase(local.runtime, "a-1", "exited").exit_code == 137
-    wait_for(lambda: not processes_mentioning(str(control)), what="child killed with the group")
+    wait_until(lambda: not processes_mentioning(str(control)), what="child killed with the group")
 
 
 def test_children_left_behind_by_an_ended_workload_are_killed_with_its_group(
@@ -76,7 +76,7 @@ def test_children_left_behind_by_an_ended_workload_are_killed_with_its_group(
     child_pid = int((local.control("a-1") / "ready-child").read_text())
     local.finish("a-1", 5)  # the main process exits; its child would run forever
     assert wait_phase(local.runtime, "a-1", "exited").exit_code == 5
-    wait_for(lambda: shim_files.process_start_ticks(child_pid) is None, what="child gone")
+    wait_until(lambda: shim_files.process_start_ticks(child_pid) is None, what="child gone")
 
 
 @pytest.mark.parametrize(
@@ -144,7 +144,7 @@ def test_a_sigkilled_shim_never_leaves_a_workload_running_forever(local: LocalHa
     shim_pid = shim_files.read_json(local.runtime.state_dir / "a-1" / shim_files.SHIM_RECORD)
     assert shim_pid is not None
     os.kill(shim_pid["pid"], signal.SIGKILL)
-    wait_for(lambda: shim_files.process_start_ticks(shim_pid["pid"]) is None, what="shim gone")
+    wait_until(lambda: shim_files.process_start_ticks(shim_pid["pid"]) is None, what="shim gone")
     report = report_of(local.runtime, "a-1")
     assert report is not None and report.phase == "running"  # the workload itself still runs
     local.runtime.kill("a-1")
@@ -160,7 +160,7 @@ def test_a_reused_pid_is_not_taken_for_the_workload(local: LocalHarness) -> None
     record = shim_files.read_json(alloc_dir / shim_files.WORKLOAD_RECORD)
     assert shim_record is not None and record is not None
     os.kill(shim_record["pid"], signal.SIGKILL)  # no shim: only the pid can answer
-    wait_for(lambda: shim_files.process_start_ticks(shim_record["pid"]) is None)
+    wait_until(lambda: shim_files.process_start_ticks(shim_record["pid"]) is None)
     stranger = {**record, "start_ticks": record["start_ticks"] - 1}  # same pid, other process
     shim_files.write_json_atomic(alloc_dir / shim_files.WORKLOAD_RECORD, stranger)
     assert wait_phase(local.runtime, "a-1", "exited").exit_code is None

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import LocalHarness, wait_phase, workload_start
 
+from conftest import LocalHarness, wait_phase, workload_start
 from lowcostgpu.adapters.fakes import FakeVolumes
 from lowcostgpu.adapters.local import LocalVolumes
 from lowcostgpu.adapters.local import volumes as local_volumes

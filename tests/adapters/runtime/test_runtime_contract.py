@@ -6,18 +6,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+
 from conftest import (
     MISSING_COMMAND,
     FakeHarness,
     KubernetesHarness,
     LocalHarness,
     report_of,
-    wait_for,
     wait_phase,
     workload_start,
 )
-
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
+from waiting import wait_until
 
 Harness = LocalHarness | FakeHarness | KubernetesHarness
 
@@ -143,7 +143,7 @@ def test_many_workloads_are_reported_together_sorted(harness: Harness) -> None:
     for allocation_id in ("a-1", "a-2", "a-3"):
         harness.wait_running(allocation_id)
     harness.finish("a-2", 9)
-    wait_for(
+    wait_until(
         lambda: [r.phase for r in harness.runtime.observe()] == ["running", "exited", "running"]
     )
     for allocation_id in ("a-1", "a-3"):

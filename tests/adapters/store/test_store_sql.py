@@ -9,8 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from decimal import Decimal
@@ -32,6 +31,7 @@ from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.ports.store import Commit, EventRecord, InstanceWrite, LedgerEntry
 from lowcostgpu.ports.webhooks import WebhookChanges, WebhookDelivery
+from waiting import wait_until
 
 
 @pytest.mark.parametrize(
@@ -374,15 +374,6 @@ _OTHER_PROCESS = textwrap.dedent(
 )
 
 
-def _eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_the_lead_excludes_other_processes_and_a_killed_holder_frees_it(
     sql_backend: Backend,
 ) -> None:
@@ -410,7 +401,7 @@ def test_the_lead_excludes_other_processes_and_a_killed_holder_frees_it(
         assert not store.try_lead("me")
         other.send_signal(signal.SIGKILL)  # the holder dies without releasing anything
         other.wait(timeout=10)
-        assert _eventually(lambda: store.try_lead("me"))
+        wait_until(lambda: store.try_lead("me"), what="the lead freed by the kernel")
     finally:
         other.kill()
         other.wait()
@@ -425,7 +416,7 @@ def test_a_lead_whose_session_died_is_taken_again_on_a_new_one() -> None:
             pid = store._lead._conn.execute(sa.text("SELECT pg_backend_pid()")).scalar()  # type: ignore[attr-defined]
             with psycopg.connect(PG_URL, autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            assert _eventually(lambda: other.try_lead("other"))  # the server freed it
+            wait_until(lambda: other.try_lead("other"), what="the lead freed by the server")
             other.release_lead("other")
             assert store.try_lead("me")  # on a new session
             assert not other.try_lead("other")

@@ -1,0 +1,16 @@
+"""Settings for the whole suite, and the folder of the shared test helpers (`waiting`) on the path.
+
+pytest puts the folder of each conftest.py first on `sys.path` (rootdir import mode "prepend"),
+so every test folder can `from waiting import wait_until`.
+
+Hypothesis: no per-example deadline and no "too slow" health check. Both measure wall time,
+which on a loaded machine (CI, the suite run under `scripts/test-under-load`) says nothing about
+the code: they failed tests that are correct. What a property checks is never its speed.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("lowcostgpu", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("lowcostgpu")
