@@ -174,9 +174,9 @@ def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
 
 def delete_and_wait(http: httpx.Client, cid: str) -> None:
     assert http.delete(f"/v1/clusters/{cid}").status_code == 200
-    until(
-        "the cluster to be deleted",
+    wait_until(
         lambda: http.get(f"/v1/clusters/{cid}").json()["status"] == "deleted",
+        what="the cluster to be deleted",
     )
 
 
