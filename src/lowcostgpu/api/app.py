@@ -86,7 +86,7 @@ def create_app(
         is_leading,
     )
     api.state.ctx = ctx
-    metrics = Metrics(ctx)
+    api.state.metrics = metrics = Metrics(ctx)
     _handle_errors(api)
 
     api.add_middleware(RequestCounter, count=metrics.count_request)
