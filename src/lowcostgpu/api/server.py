@@ -14,6 +14,7 @@ stays pending and goes out after the restart).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -76,6 +77,7 @@ def _prepare(options: ServeOptions) -> Running:
         log_level="warning",
         timeout_graceful_shutdown=STOP_GRACE_S,
     )
+    _quiet_cut_requests()
     server = uvicorn.Server(config)
     failure: list[BaseException] = []
 
@@ -91,6 +93,21 @@ def _prepare(options: ServeOptions) -> Running:
     )
     running.stop = _stopper(running)
     return running
+
+
+class _CutRequests(logging.Filter):
+    """Drops uvicorn's traceback for each request cut by a stop (a long-poll, say): cutting them
+    is the point of the graceful timeout, and uvicorn already logs how many it cut."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, asyncio.CancelledError)
+
+
+def _quiet_cut_requests() -> None:
+    errors = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _CutRequests) for f in errors.filters):
+        errors.addFilter(_CutRequests())
 
 
 def _reconcile(loop: ReconcileLoop) -> None:
