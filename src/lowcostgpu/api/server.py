@@ -59,6 +59,10 @@ class Running:
 
 
 def _prepare(options: ServeOptions) -> Running:
+    if not 1 <= options.port <= 65535:  # asyncio would listen on port % 65536 instead
+        raise ConfigError(
+            f"port {options.port} is not a TCP port", hint="choose --port between 1 and 65535"
+        )
     wired, loop, runtime = build(options)
     plane = wired.plane
     accounts = Accounts(plane.store, plane.clock, plane.ids)
@@ -190,8 +194,8 @@ def _listen(options: ServeOptions, running: Running, stop_asked: threading.Event
 
 
 def _failure(running: Running) -> str:
-    """What ended uvicorn's thread (its `SystemExit(1)` says nothing: its log said why)."""
-    return ", ".join(str(e) for e in running.http_failure if str(e) not in ("", "1"))
+    """What ended uvicorn's thread (its `SystemExit` says nothing: its log said why)."""
+    return ", ".join(str(e) for e in running.http_failure if not isinstance(e, SystemExit))
 
 
 @contextmanager
