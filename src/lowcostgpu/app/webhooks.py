@@ -70,12 +70,14 @@ class WebhookPolicy:
         if not (self.timeout_s > 0 and self.poll_s > 0):
             raise errors.ConfigError(
                 f"webhook timeout {self.timeout_s:g} s and poll interval {self.poll_s:g} s "
-                "must be above 0 s"
+                "must be above 0 s",
+                hint="the defaults are 5 s and 0.5 s",
             )
         if not (1 <= self.per_account_workers <= self.workers):
             raise errors.ConfigError(
                 f"webhook workers: {self.per_account_workers} per account of {self.workers} "
-                "must be at least 1 and at most the total"
+                "must be at least 1 and at most the total",
+                hint="the defaults are 4 of 16",
             )
 
     def backoff_s(self, attempts: int, rng: random.Random) -> int:
