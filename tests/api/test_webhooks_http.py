@@ -4,12 +4,16 @@ with the `standardwebhooks` library; errors, outages, disabling, replay."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,8 +29,12 @@ from lowcostgpu.cli.main import app
 from lowcostgpu.client.api import Client
 from lowcostgpu.domain.errors import InvalidRequest
 
-# disable_after_s: longer than the outage of the in-order test takes on a loaded machine.
-POLICY = WebhookPolicy(first_backoff_s=1, max_backoff_s=1, disable_after_s=10, poll_s=0.1)
+# disable_after_s: longer than the outage of the in-order test takes on a loaded machine;
+# timeout_s: longer than the deadlines below, so a hanging endpoint still hangs while they run.
+POLICY = WebhookPolicy(
+    first_backoff_s=1, max_backoff_s=1, disable_after_s=10, poll_s=0.1, timeout_s=90
+)
+PROMPT_S = 30.0  # "promptly": far under a hanging send (90 s), far over an idle delivery (0.2 s)
 
 
 @pytest.fixture(scope="module")
@@ -295,3 +303,132 @@ def test_a_preempted_webhook_arrives_before_the_grace_deadline(
     )
     for i in (reclaimer, victim):
         client.stop(i)
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("https://" + "a" * 5000 + ".com/hook", "characters long"),  # the issue's: was a 201
+        ("https://example.com/" + "p" * 2100, "at most 2048"),
+        ("http://127.0.0.1:0/hook", "port 0"),
+        ("http://127.0.0.1:70000/hook", "port 70000"),
+        ("https://me:pw@example.com/hook", "user name or password"),
+        ("https://exa mple.com/hook", "whitespace"),
+        ("https://-bad-.example/hook", "not a valid host name"),
+    ],
+    ids=["5000-char-host", "2100-char-url", "port-0", "port-70000", "userinfo", "space", "label"],
+)
+def test_a_webhook_url_that_cannot_be_sent_to_is_refused_at_creation(
+    hooks_api: Api, url: str, words: str
+) -> None:
+    _, client = hooks_api.account("bad-urls")
+    answer = client._http.post("/v1/webhooks", json={"url": url})
+    assert answer.status_code == 422, answer.text
+    body = answer.json()
+    assert words in body["message"] and body.get("hint")
+    assert len(answer.text) < 1000  # the URL is not echoed back whole
+    assert client.webhooks() == []
+
+
+class Hanging:
+    """An endpoint that takes every request and answers none until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.arrived: list[str] = []
+        hanging = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                hanging.arrived.append(self.path)
+                hanging.release.wait(120)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def stop(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hanging() -> Iterator[Hanging]:
+    h = Hanging()
+    yield h
+    h.stop()
+
+
+def test_hanging_endpoints_of_one_tenant_do_not_delay_another_tenants_delivery(
+    hooks_api: Api, receiver: Receiver, hanging: Hanging
+) -> None:
+    _, slow = hooks_api.account("slow-tenant")
+    for i in range(3):  # the issue's three slow endpoints (they delayed a Preempted by 32.7 s)
+        hook = slow.create_webhook(hanging.url(f"/slow-{i}"))
+        slow.webhook_action(hook["id"], "test")
+    until("the three sends to hang", lambda: len(hanging.arrived) == 3)
+    _, prompt = hooks_api.account("prompt-tenant")
+    hook = prompt.create_webhook(receiver.url)
+    receiver.secret = hook["secret"]
+    asked_at = time.time()
+    prompt.webhook_action(hook["id"], "test")
+    until("the other tenant's delivery", lambda: len(receiver.got) == 1, timeout_s=PROMPT_S)
+    assert len(hanging.arrived) == 3 and not hanging.release.is_set()  # still hanging
+    print(
+        f"delivery to another tenant while 3 endpoints hang: {receiver.got[0].at - asked_at:.3f} s"
+    )
+
+
+class DiesOnce:
+    """The store as the webhook dispatcher sees it: its first read of the endpoints raises, as a
+    bug or a lost database connection would, in the dispatcher's thread only."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.died = False
+
+    def webhook_endpoints(self, account_id: str | None = None) -> Any:
+        if not self.died and threading.current_thread().name == "webhooks":
+            self.died = True
+            raise RuntimeError("injected: the dispatcher dies")
+        return self.inner.webhook_endpoints(account_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _restarts(url: str, loop: str) -> float:
+    text = httpx.get(f"{url}/metrics").text
+    found = re.search(rf'^lowcostgpu_background_restarts_total{{loop="{loop}"}} (\S+)$', text, re.M)
+    assert found, text
+    return float(found.group(1))
+
+
+def test_a_webhook_dispatcher_that_dies_is_restarted_counted_and_delivers_again(
+    hooks_api: Api, receiver: Receiver
+) -> None:
+    hooks = hooks_api.running.webhooks.hooks
+    before = _restarts(hooks_api.url, "webhooks")
+    store, hooks.store = hooks.store, DiesOnce(hooks.store)
+    try:
+        until("the dispatcher to die and be restarted", lambda: hooks.store.died)
+        until("the restart to be counted", lambda: _restarts(hooks_api.url, "webhooks") > before)
+        assert _restarts(hooks_api.url, "webhooks") == before + 1
+        assert _restarts(hooks_api.url, "reconcile") == 0
+        _, client = hooks_api.account("after-restart")
+        hook = client.create_webhook(receiver.url)
+        receiver.secret = hook["secret"]
+        client.webhook_action(hook["id"], "test")
+        until("a delivery from the restarted dispatcher", lambda: len(receiver.got) == 1)
+    finally:
+        hooks.store = store

@@ -161,3 +161,52 @@ def test_the_worker_does_not_rewrite_an_endpoint_it_only_failed_to_reach(store: 
     sender.during[0] = lambda: hooks.delete(ACCOUNT, ep)  # deleted while the request is out
     hooks.deliver_due()
     assert store.webhook_endpoints(ACCOUNT) == []  # still deleted
+
+
+class Raising(Sender):
+    """A sender that raises `errors[i]` at the i-th send to a `broken` URL (any exception a
+    library may throw), and sends to other URLs as `Sender` does."""
+
+    def __init__(self, *errors: Exception) -> None:
+        super().__init__()
+        self.errors = list(errors)
+
+    def send(self, url: str, secret: str, message_id: str, timestamp: int, body: str) -> SendResult:
+        if self.errors and "broken" in url:
+            self.sent.append(message_id)
+            raise self.errors.pop(0)
+        return super().send(url, secret, message_id, timestamp, body)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        UnicodeError("encoding with 'idna' codec failed (UnicodeError: label too long)"),
+        RuntimeError("a bug in a library"),
+        TimeoutError("timed out"),
+    ],
+    ids=["idna", "any-bug", "timeout"],
+)
+def test_a_send_that_raises_is_recorded_and_retried_and_other_endpoints_still_get_theirs(
+    store: Store, error: Exception
+) -> None:
+    sender = Raising(error)
+    clock = FixedClock(1_000)
+    hooks = Webhooks(store, sender, clock, rng=random.Random(0))
+    broken = hooks.create(ACCOUNT, "https://broken.example/hook", ())
+    other = hooks.create("acct-2", "https://fine.example/hook", ())
+    for account in (ACCOUNT, "acct-2"):
+        event = EventRecord(
+            f"e-{account}", 900, account, "instance", "i-1", EventType.NORMAL, Reason.QUEUED, "m"
+        )
+        store.commit(Commit(events=[event]))
+    assert hooks.deliver_due() == 2  # the raise did not stop the worker
+    [failed] = hooks.deliveries(ACCOUNT, broken.id)
+    assert failed.status == "pending" and failed.next_attempt_at > 1_000  # backoff
+    assert type(error).__name__ in failed.last_error
+    [attempt] = store.webhook_attempts(failed.id)
+    assert attempt.status_code is None and type(error).__name__ in attempt.error
+    assert hooks.deliveries("acct-2", other.id)[0].status == "delivered"
+    clock.at = failed.next_attempt_at  # once the backoff is over it goes out again
+    assert hooks.deliver_due() == 1
+    assert hooks.deliveries(ACCOUNT, broken.id)[0].status == "delivered"

@@ -98,7 +98,7 @@ def create_app(
     )
     api.state.ctx = ctx
     _errors_are_json(api)
-    metrics = Metrics(ctx)
+    api.state.metrics = metrics = Metrics(ctx)
     _handle_errors(api)
 
     api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)

@@ -6,15 +6,19 @@ collide. The gauges are computed when scraped, from the engine state of the last
 the window's `Preempted` events (`queries.interruption_statistics`): a scrape costs
 O(hosts + allocations + live instances + Preempted events in the window), never a scan of all
 instances or of the event log, however long the history.
+
+`lowcostgpu_background_restarts_total{loop}` counts how often the supervisor started a background
+loop again after it died (`app.supervisor`): anything above 0 is a bug worth a look, and a count
+that keeps rising is a loop that keeps dying.
 """
 
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from lowcostgpu.api.context import ApiContext
@@ -66,6 +70,23 @@ class FleetCollector(Collector):
         yield leading
 
 
+class RestartsCollector(Collector):
+    """Restarts per supervised loop, read from the supervisor at scrape time."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        restarts = CounterMetricFamily(
+            "lowcostgpu_background_restarts",
+            "Background loops started again after they died, per loop",
+            labels=["loop"],
+        )
+        for loop, n in sorted(self.counts().items()):
+            restarts.add_metric([loop], n)
+        yield restarts
+
+
 class Metrics:
     def __init__(self, ctx: ApiContext) -> None:
         self.registry = CollectorRegistry()
@@ -76,6 +97,10 @@ class Metrics:
             ["method", "status"],
             registry=self.registry,
         )
+
+    def count_restarts(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        """Export the restarts of the server's supervised loops (`Supervisor.counts`)."""
+        self.registry.register(RestartsCollector(counts))
 
     def count_request(self, method: str, status: int) -> None:
         self.requests.labels(method, str(status)).inc()

@@ -21,7 +21,6 @@ import json
 import logging
 import random
 import secrets
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -56,6 +55,30 @@ class WebhookPolicy:
     jitter: float = 0.2
     disable_after_s: int = 24 * 3600
     poll_s: float = 0.5  # how often the worker looks for due deliveries
+    timeout_s: float = 5.0  # one send, connect to last byte read: a slow endpoint's cost
+    workers: int = 16  # endpoints served at once (each strictly in order, one send in flight)
+    per_account_workers: int = 4  # of those, at most this many for one account's endpoints
+
+    def check(self) -> None:
+        """`ConfigError` for a schedule the worker cannot keep (checked when a server starts)."""
+        if not (0 < self.first_backoff_s <= self.max_backoff_s):
+            raise errors.ConfigError(
+                f"webhook backoff {self.first_backoff_s:g} s must be above 0 and at most "
+                f"{self.max_backoff_s:g} s",
+                hint="e.g. --webhook-backoff-s 30",
+            )
+        if not (self.timeout_s > 0 and self.poll_s > 0):
+            raise errors.ConfigError(
+                f"webhook timeout {self.timeout_s:g} s and poll interval {self.poll_s:g} s "
+                "must be above 0 s",
+                hint="the defaults are 5 s and 0.5 s",
+            )
+        if not (1 <= self.per_account_workers <= self.workers):
+            raise errors.ConfigError(
+                f"webhook workers: {self.per_account_workers} per account of {self.workers} "
+                "must be at least 1 and at most the total",
+                hint="the defaults are 4 of 16",
+            )
 
     def backoff_s(self, attempts: int, rng: random.Random) -> int:
         doubled: float = self.first_backoff_s * 2.0 ** max(0, attempts - 1)
@@ -171,27 +194,54 @@ class Webhooks:
     # --- the worker -------------------------------------------------------------------------
 
     def deliver_due(self, limit: int = 100) -> int:
-        """Carry out what is due, in order per endpoint; the number of attempts made."""
+        """Carry out what is due, endpoint after endpoint (in order per endpoint); the number of
+        attempts made. The served worker (`webhook_pool`) runs endpoints in parallel instead."""
         made = 0
         for endpoint in self.store.webhook_endpoints():
-            while endpoint.status == "enabled" and made < limit:
-                pending = self.store.webhook_deliveries(
-                    endpoint_id=endpoint.id, pending_only=True, limit=1
-                )
-                if not pending or pending[0].next_attempt_at > self.clock.now():
-                    break
-                made += 1
-                endpoint, ok = self._attempt(endpoint, pending[0])
-                if not ok:
-                    break
+            if made >= limit:
+                break
+            if endpoint.status == "enabled":
+                made += self.deliver_endpoint(endpoint, limit - made)
         return made
+
+    def next_due(self, endpoint: WebhookEndpoint) -> WebhookDelivery | None:
+        """The endpoint's next delivery if it is due now (the head of its queue only)."""
+        if endpoint.status != "enabled":
+            return None
+        pending = self.store.webhook_deliveries(endpoint_id=endpoint.id, pending_only=True, limit=1)
+        if not pending or pending[0].next_attempt_at > self.clock.now():
+            return None
+        return pending[0]
+
+    def deliver_endpoint(self, endpoint: WebhookEndpoint, limit: int = 100) -> int:
+        """One endpoint's due deliveries, strictly in order, until one fails (it waits for its
+        backoff) or none is due; the number of attempts made."""
+        made = 0
+        while made < limit:
+            due = self.next_due(endpoint)
+            if due is None:
+                break
+            made += 1
+            endpoint, ok = self._attempt(endpoint, due)
+            if not ok:
+                break
+        return made
+
+    def _send(self, endpoint: WebhookEndpoint, d: WebhookDelivery, now: int) -> SendResult:
+        """The sender's answer; whatever it raises is this delivery's failure, recorded on its
+        attempt and retried with backoff — it never reaches (and stops) the worker."""
+        try:
+            body = json.dumps(d.payload, sort_keys=True, separators=(",", ":"))
+            return self.sender.send(endpoint.url, endpoint.secret, d.message_id, now, body)
+        except Exception as exc:
+            log.warning("webhook %s: the send of %s raised %r", endpoint.id, d.id, exc)
+            return SendResult(None, 0, error=f"{type(exc).__name__}: {exc}"[:500])
 
     def _attempt(
         self, endpoint: WebhookEndpoint, d: WebhookDelivery
     ) -> tuple[WebhookEndpoint, bool]:
         now = self.clock.now()
-        body = json.dumps(d.payload, sort_keys=True, separators=(",", ":"))
-        result = self.sender.send(endpoint.url, endpoint.secret, d.message_id, now, body)
+        result = self._send(endpoint, d, now)
         n = d.attempts + 1
         attempt = _attempt_record(d.id, n, self.clock.now(), result)
         if result.ok:
@@ -254,16 +304,6 @@ class Webhooks:
         """The delivery as stored now, with attempt `n` counted (and nothing else changed)."""
         now = self.store.webhook_delivery(delivery_id)
         return replace(now, attempts=max(now.attempts, n))
-
-    def run(self, stopping: threading.Event, leading: Callable[[], bool]) -> None:
-        """The worker thread: deliver what is due while this server leads, until stopped."""
-        while not stopping.is_set():
-            if leading():
-                try:
-                    self.deliver_due()
-                except errors.LowcostgpuError as exc:
-                    log.warning("webhook delivery failed, retrying: %s", exc)
-            stopping.wait(self.policy.poll_s)
 
 
 def _retried(write: Callable[[], T]) -> T:

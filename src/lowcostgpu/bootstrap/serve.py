@@ -101,7 +101,9 @@ def token_secret(data_dir: Path) -> bytes:
 
 def webhooks_of(options: ServeOptions, wired: Wired) -> Webhooks:
     """The webhook service and worker of a served plane (posting through httpx)."""
-    sender = HttpWebhookSender(allow_private=options.allow_private_webhooks)
+    sender = HttpWebhookSender(
+        allow_private=options.allow_private_webhooks, timeout_s=options.webhook_policy.timeout_s
+    )
     return Webhooks(wired.plane.store, sender, wired.plane.clock, options.webhook_policy)
 
 
@@ -139,6 +141,7 @@ def runtime_of(
 
 def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     check_interval(options.metering_interval_s)
+    options.webhook_policy.check()
     scheduler = SchedulerConfig(
         min_runtime_s=options.min_runtime_s,
         on_demand_hold_s=options.on_demand_hold_s,
