@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from lowcostgpu.adapters.clock import RandomIds, SystemClock
 from lowcostgpu.adapters.files import load_catalog, load_fleet
 from lowcostgpu.adapters.local.runtime import LocalRuntime
-from lowcostgpu.adapters.local.sandbox import sandbox_policy
+from lowcostgpu.adapters.local.sandbox import SandboxPolicy, sandbox_policy
 from lowcostgpu.adapters.local.volumes import LocalVolumes
 from lowcostgpu.adapters.store.sql import SqlStore
 from lowcostgpu.adapters.webhooks import HttpWebhookSender
@@ -116,22 +116,35 @@ def connect(options: ServeOptions) -> Kube | None:
     return kube
 
 
+def sandbox_of(options: ServeOptions) -> SandboxPolicy | None:
+    """The local runtime's sandbox; checked before any state is written, so that a machine
+    without bwrap is one clear error naming `--no-sandbox` (docs/security.md)."""
+    if options.runtime != "local":
+        return None
+    policy = None
+    if options.sandbox is not False:
+        data_dir = options.data_dir.expanduser().resolve()
+        policy = sandbox_policy([data_dir], require=options.sandbox is True)
+    if policy is None:
+        log.warning(
+            "WORKLOADS ARE NOT SANDBOXED (%s): every workload runs as this server's user and "
+            "can read the data directory, the store, the token keys and other accounts' "
+            "volumes. Do not let untrusted customers launch here (docs/security.md).",
+            "--no-sandbox" if options.sandbox is False else "bwrap is not usable here",
+        )
+    return policy
+
+
 def runtime_of(
-    options: ServeOptions, data_dir: Path, store: Store, kube: Kube | None
+    options: ServeOptions,
+    data_dir: Path,
+    store: Store,
+    kube: Kube | None,
+    sandbox: SandboxPolicy | None = None,
 ) -> tuple[Runtime, Volumes, NodeProvider | None]:
     """The runtime, volumes and node provider `--runtime` names."""
     if kube is None:
-        policy = None
-        if options.sandbox is not False:
-            policy = sandbox_policy([data_dir], require=options.sandbox is True)
-        if policy is None:
-            log.warning(
-                "WORKLOADS ARE NOT SANDBOXED (%s): every workload runs as this server's user and "
-                "can read the data directory, the store, the token keys and other accounts' "
-                "volumes. Do not let untrusted customers launch here (docs/security.md).",
-                "--no-sandbox" if options.sandbox is False else "bwrap is not usable here",
-            )
-        local = LocalRuntime(data_dir / "runtime", sandbox=policy)
+        local = LocalRuntime(data_dir / "runtime", sandbox=sandbox)
         return local, LocalVolumes(data_dir), None
     from lowcostgpu.adapters.kubernetes import KubernetesNodes, KubernetesRuntime, KubernetesVolumes
     from lowcostgpu.adapters.kubernetes.runtime import DEFAULT_IMAGE
@@ -152,9 +165,10 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     catalog = load_catalog(options.catalog)
     hosts = load_fleet(options.fleet, catalog)
     kube = connect(options)
+    sandbox = sandbox_of(options)
     data_dir = prepare_data_dir(options.data_dir)
     store = SqlStore.open(options.db or f"sqlite:///{data_dir / 'lowcostgpu.db'}")
-    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube)
+    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube, sandbox)
     wired = wire(
         store=store,
         runtime=runtime,
