@@ -18,6 +18,10 @@ Exit codes: a normal exit is its status (0–255); death by signal N is 128 + N,
 (SIGTERM → 143, SIGKILL → 137). When the workload's main process ends, whatever it left in its
 process group is SIGKILLed, as when a container's main process ends: no orphan outlives its run.
 
+Sandboxed (a `sandbox` entry in spec.json, see sandbox.py), the workload's main process is bwrap,
+and this same file runs once more inside the sandbox as `shim.py --inner` to set limits, drop to
+the workload's uid and execute the command (`inner`).
+
 Run as `python -I shim.py <allocation_dir> <lock_fd>`: a script path (not `-m`) so that it needs
 nothing but the standard library, whatever the server's environment or virtualenv.
 """
