@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from lowcostgpu.bootstrap.serve import ServeOptions, build
 from lowcostgpu.cli.main import app
 
 GOOD_HOST = '[[region]]\nname = "eu"\n  [[region.hosts]]\n  name = "h1"\n  gpu_type = "a100-sxm4"\n'
@@ -158,3 +160,28 @@ def test_an_unknown_catalog_key_is_refused_with_the_file_and_key(
     assert result.exit_code == 2, result.output
     assert f"{path}: " in result.output and words in _flat(result.output), result.output
     assert not data.exists()
+@pytest.mark.parametrize(
+    ("flags", "refused"), [((), True), (("--no-sandbox", "--port", "0"), False)]
+)
+def test_without_bwrap_serve_refuses_unless_no_sandbox_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], refused: bool
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no bwrap on it
+    monkeypatch.setattr("lowcostgpu.api.server.serve", _started)
+    data = tmp_path / "data"
+    result = CliRunner().invoke(app, ["serve", "--data-dir", str(data), *flags])
+    if refused:
+        assert result.exit_code == 2, result.output
+        assert "cannot be sandboxed" in result.output and "--no-sandbox" in result.output
+        assert "Traceback" not in result.output and not data.exists()
+    else:
+        assert result.exit_code == 0, result.output
+        assert "started unsandboxed" in result.output
+
+
+def _started(options: ServeOptions, echo: Callable[[str], None]) -> None:
+    """In place of the server: build what it serves (the check is there), then stop."""
+    wired, _, _ = build(options)
+    assert not wired.runner.runtime.sandboxed  # type: ignore[attr-defined]
+    wired.plane.store.close()
+    echo("started unsandboxed")

@@ -12,7 +12,9 @@ HOLD = ["sleep", "60"]
 def test_a_workload_reads_its_gpu_types_interruption_statistics(api: Api) -> None:
     _, user = api.account("metadata-fleet")
     inst = user.launch(gpu="a100-sxm4", type="interruptible", gpus=1, command=HOLD)
-    token = api.running.wired.tokens.mint(inst["id"])
+    allocation_id = api.running.wired.plane.store.instance(inst["id"]).state.allocation_id
+    assert allocation_id is not None  # one free GPU: placed by the launch itself
+    token = api.running.wired.tokens.mint(inst["id"], allocation_id)
     got = httpx.get(f"{api.url}/v1/metadata/fleet", headers={"Authorization": f"Bearer {token}"})
     assert got.status_code == 200
     body = got.json()

@@ -38,7 +38,8 @@ def test_launch_is_written_then_started_right_after_its_commit_with_the_workload
     assert start.env["LOWCOSTGPU_RESTART_COUNT"] == "0"
     assert start.env["LOWCOSTGPU_GRACE_PERIOD_S"] == "300"
     token = start.env["LOWCOSTGPU_TOKEN"]
-    assert w.wired.tokens.verify(token) == inst.state.id
+    claim = w.wired.tokens.verify(token)
+    assert (claim.instance_id, claim.allocation_id) == (inst.state.id, inst.state.allocation_id)
     assert start.volume is not None and start.volume.name == "ckpts"
     w.tick(1)
     assert w.store.instance(inst.state.id).state.status is _I.RUNNING

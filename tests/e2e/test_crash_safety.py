@@ -7,6 +7,7 @@ Runs against SQLite and PostgreSQL. The number of kill/restart rounds is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -108,12 +109,15 @@ class Server:
 
 
 def workload_processes() -> dict[str, list[int]]:
-    """Live workload processes by instance id, read from /proc."""
+    """Live workload processes by instance id, read from /proc (not the sandbox's own bwrap
+    processes, which carry the workload's environment too)."""
     found: dict[str, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            if os.readlink(entry / "exe").endswith("/bwrap"):
+                continue
             if str(WORKLOAD) not in (entry / "cmdline").read_bytes().decode(errors="replace"):
                 continue
             environ = (entry / "environ").read_bytes().split(b"\0")
@@ -161,7 +165,8 @@ def server(tmp_path: Path, store_url: str) -> Iterator[Server]:
         srv.kill()
     for pids in workload_processes().values():
         for pid in pids:
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # gone with its sandbox already
+                os.kill(pid, signal.SIGKILL)
     subprocess.run(
         ["sh", "-c", f"grep -F '{tmp_path}' /proc/mounts | cut -d' ' -f2 | xargs -r umount"]
     )

@@ -9,6 +9,7 @@ before — requeues it, and starts the on-demand instance that waited for its GP
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -40,12 +41,15 @@ def _events(server: Server, instance_id: str) -> list[dict[str, Any]]:
 
 
 def _processes_of(instance_ids: set[str]) -> list[int]:
-    """Live processes whose workload environment names one of these instances."""
+    """Live processes whose workload environment names one of these instances (not the
+    sandbox's own bwrap processes, which carry that environment too)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            if os.readlink(entry / "exe").endswith("/bwrap"):
+                continue
             environ = (entry / "environ").read_bytes().split(b"\0")
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
@@ -93,4 +97,5 @@ def test_a_standby_takes_the_lead_mid_drain_and_keeps_the_deadline(
             if server.proc is not None and server.proc.poll() is None:
                 server.kill()
         for pid in _processes_of({victim, urgent} - {""}):
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # gone with its sandbox already
+                os.kill(pid, signal.SIGKILL)

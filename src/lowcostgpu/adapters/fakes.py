@@ -141,6 +141,9 @@ class FakeVolumes:
         self._volumes: dict[tuple[str, str], VolumeMount] = {}
         self._usage: dict[tuple[str, str], int] = {}
 
+    def check_fits(self, account_id: str, name: str, size_gb: int) -> None:
+        check_volume_request(account_id, name, size_gb)
+
     def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
         check_volume_request(account_id, name, size_gb)
         key = (account_id, name)

@@ -63,12 +63,24 @@ AccountId = Annotated[str, Depends(_account)]
 Admin = Annotated[Principal, Depends(_admin)]
 
 
-async def _instance_token(ctx: Ctx, authorization: Annotated[str | None, Header()] = None) -> str:
+def _instance_token(ctx: Ctx, authorization: Annotated[str | None, Header()] = None) -> str:
+    """The instance whose *current* run the token was minted for (`app.tokens`): a token of an
+    earlier run, or of an instance that no longer runs, opens nothing. Sync: it reads the store."""
     if not authorization or not authorization.startswith("Bearer "):
         raise errors.Unauthenticated(
             "missing instance token", hint="send Authorization: Bearer $LOWCOSTGPU_TOKEN"
         )
-    return ctx.tokens.verify(authorization.removeprefix("Bearer ").strip())
+    claim = ctx.tokens.verify(authorization.removeprefix("Bearer ").strip())
+    try:
+        current = ctx.plane.store.instance(claim.instance_id).state.allocation_id
+    except errors.NotFound:
+        current = None
+    if current != claim.allocation_id:
+        raise errors.Unauthenticated(
+            "this instance token belongs to a run that is over",
+            hint="each run gets its own LOWCOSTGPU_TOKEN; use the one of the run in progress",
+        )
+    return claim.instance_id
 
 
 InstanceToken = Annotated[str, Depends(_instance_token)]

@@ -187,7 +187,7 @@ class EffectRunner:
             "LOWCOSTGPU_RESTART_COUNT": str(p["restart_count"]),
             "LOWCOSTGPU_GRACE_PERIOD_S": str(state.grace_period_s),
             "LOWCOSTGPU_METADATA_URL": self.metadata_url,
-            "LOWCOSTGPU_TOKEN": self.tokens.mint(state.id),
+            "LOWCOSTGPU_TOKEN": self.tokens.mint(state.id, str(p["allocation_id"])),
         }
         return WorkloadStart(
             instance_id=state.id,
@@ -199,4 +199,5 @@ class EffectRunner:
             env=env,
             volume=volume,
             grace_period_s=state.grace_period_s,
+            account_id=launch.account_id,
         )

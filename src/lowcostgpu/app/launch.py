@@ -10,6 +10,7 @@ from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import InvalidRequest, NotFound
 from lowcostgpu.domain.volumes import parse_volume_spec
+from lowcostgpu.ports.runtime import Volumes
 from lowcostgpu.ports.store import LaunchRecord
 from lowcostgpu.templates.registry import UnknownTemplate, command_for
 
@@ -32,8 +33,14 @@ class LaunchRequest:
 
 
 def build_launch(
-    request: LaunchRequest, instance_id: str, catalog: Catalog, pools: FleetPools
+    request: LaunchRequest,
+    instance_id: str,
+    catalog: Catalog,
+    pools: FleetPools,
+    volumes: Volumes | None = None,
 ) -> tuple[LaunchSpec, LaunchRecord]:
+    """`volumes`: where a new volume must fit (the runtime's answer), checked before anything is
+    written, so that a volume no disk here can hold is a 400 now, not a failing effect later."""
     catalog.gpu(request.gpu_type)  # NotFound lists the known types
     capacity_class = CapacityClass.parse(request.type)
     pool = pools.pool(request.gpu_type, request.region)
@@ -45,6 +52,8 @@ def build_launch(
             hint="remove them from env; names starting with LOWCOSTGPU_ are reserved",
         )
     volume = parse_volume_spec(request.volume) if request.volume else None
+    if volume is not None and volumes is not None:
+        volumes.check_fits(request.account_id, volume.name, volume.size_gb)
     spec = LaunchSpec(
         instance_id=instance_id,
         pool=pool,

@@ -60,7 +60,7 @@ from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import Conflict, InsufficientCapacity, StaleWrite, Unavailable
 from lowcostgpu.domain.status import NodeStatus
 from lowcostgpu.ports.clock import Clock, IdSource
-from lowcostgpu.ports.runtime import Runtime, WorkloadReport
+from lowcostgpu.ports.runtime import Runtime, Volumes, WorkloadReport
 from lowcostgpu.ports.store import (
     Commit,
     EventRecord,
@@ -113,6 +113,7 @@ class ControlPlane:
         self.catalog = catalog
         self.config = config
         self._carry_out = carry_out
+        self.volumes: Volumes | None = None  # set by the wiring: where a launch's volume must fit
         self._lock = threading.RLock()  # one decision at a time, on one live state
         self._outbox_lock = threading.Lock()  # one carrier of effects at a time
         self.wake = threading.Event()  # set when a request may have changed the next wake-up
@@ -197,7 +198,7 @@ class ControlPlane:
 
     def launch(self, request: LaunchRequest) -> StoredInstance:
         instance_id = self.ids.new_id("i")
-        spec, record = build_launch(request, instance_id, self.catalog, self.pools)
+        spec, record = build_launch(request, instance_id, self.catalog, self.pools, self.volumes)
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             step = engine.launch(state, spec, now, self.config.scheduler)

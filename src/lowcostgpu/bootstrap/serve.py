@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import shutil
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from lowcostgpu.adapters.clock import RandomIds, SystemClock
 from lowcostgpu.adapters.files import load_catalog, load_fleet
 from lowcostgpu.adapters.local.runtime import LocalRuntime
+from lowcostgpu.adapters.local.sandbox import SandboxPolicy, sandbox_policy
 from lowcostgpu.adapters.local.volumes import LocalVolumes
 from lowcostgpu.adapters.store.sql import SqlStore
 from lowcostgpu.adapters.webhooks import HttpWebhookSender
@@ -25,6 +26,7 @@ from lowcostgpu.app.loop import ReconcileLoop
 from lowcostgpu.app.plane import PlaneConfig
 from lowcostgpu.app.webhooks import WebhookPolicy, Webhooks
 from lowcostgpu.bootstrap.listen import check_listen
+from lowcostgpu.bootstrap import token_keys
 from lowcostgpu.bootstrap.wiring import Wired, wire
 from lowcostgpu.core.metering import check_interval
 from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name
@@ -60,6 +62,9 @@ class ServeOptions:
     victim_policy: str = DEFAULT_POLICY_NAME  # which preemptible work a reclaim takes first
     min_runtime_s: int = 300  # a (re)started preemptible allocation's protection from reclaim
     on_demand_hold_s: int = 120  # GPUs freed after an on-demand refusal wait this long for it
+    # local runtime: sandbox every workload (docs/security.md). True: required (`serve`'s default;
+    # refuse to start without bwrap), False: `--no-sandbox`, None: when this machine can (demo).
+    sandbox: bool | None = None
 
     @property
     def url(self) -> str:
@@ -89,16 +94,6 @@ def prepare_data_dir(path: Path) -> Path:
     return path
 
 
-def token_secret(data_dir: Path) -> bytes:
-    """The secret instance tokens are signed with: made once, kept with the data (mode 0600)."""
-    path = data_dir / "token-secret"
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(secrets.token_bytes(32))
-    return path.read_bytes()
-
-
 def webhooks_of(options: ServeOptions, wired: Wired) -> Webhooks:
     """The webhook service and worker of a served plane (posting through httpx)."""
     sender = HttpWebhookSender(
@@ -124,12 +119,36 @@ def connect(options: ServeOptions) -> Kube | None:
     return kube
 
 
+def sandbox_of(options: ServeOptions) -> SandboxPolicy | None:
+    """The local runtime's sandbox; checked before any state is written, so that a machine
+    without bwrap is one clear error naming `--no-sandbox` (docs/security.md)."""
+    if options.runtime != "local":
+        return None
+    policy = None
+    if options.sandbox is not False:
+        data_dir = options.data_dir.expanduser().resolve()
+        policy = sandbox_policy([data_dir], require=options.sandbox is True)
+    if policy is None:
+        log.warning(
+            "WORKLOADS ARE NOT SANDBOXED (%s): every workload runs as this server's user and "
+            "can read the data directory, the store, the token keys and other accounts' "
+            "volumes. Do not let untrusted customers launch here (docs/security.md).",
+            "--no-sandbox" if options.sandbox is False else "bwrap is not usable here",
+        )
+    return policy
+
+
 def runtime_of(
-    options: ServeOptions, data_dir: Path, store: Store, kube: Kube | None
+    options: ServeOptions,
+    data_dir: Path,
+    store: Store,
+    kube: Kube | None,
+    sandbox: SandboxPolicy | None = None,
 ) -> tuple[Runtime, Volumes, NodeProvider | None]:
     """The runtime, volumes and node provider `--runtime` names."""
     if kube is None:
-        return LocalRuntime(data_dir / "runtime"), LocalVolumes(data_dir), None
+        local = LocalRuntime(data_dir / "runtime", sandbox=sandbox)
+        return local, LocalVolumes(data_dir), None
     from lowcostgpu.adapters.kubernetes import KubernetesNodes, KubernetesRuntime, KubernetesVolumes
     from lowcostgpu.adapters.kubernetes.runtime import DEFAULT_IMAGE
 
@@ -151,9 +170,10 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     hosts = load_fleet(options.fleet, catalog)
     kube = connect(options)
     check_listen(options.host, options.port)
+    sandbox = sandbox_of(options)
     data_dir = prepare_data_dir(options.data_dir)
     store = SqlStore.open(options.db or f"sqlite:///{data_dir / 'lowcostgpu.db'}")
-    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube)
+    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube, sandbox)
     wired = wire(
         store=store,
         runtime=runtime,
@@ -163,7 +183,7 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
         ids=RandomIds(),
         hosts=hosts,
         catalog=catalog,
-        secret=token_secret(data_dir),
+        tokens=token_keys.rotate(data_dir, [i.state for i in store.live_instances()], time.time()),
         metadata_url=f"{options.url}/v1/metadata",
         config=PlaneConfig(scheduler, metering_interval_s=options.metering_interval_s),
     )

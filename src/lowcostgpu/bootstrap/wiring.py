@@ -33,12 +33,17 @@ def wire(
     ids: IdSource,
     hosts: Sequence[Host],
     catalog: Catalog,
-    secret: bytes,
     metadata_url: str,
+    secret: bytes | None = None,
+    tokens: Tokens | None = None,
     config: PlaneConfig | None = None,
     nodes: NodeProvider | None = None,
 ) -> Wired:
-    tokens = Tokens(secret)
+    """`tokens` (a served plane's rotating keyring) or one key, `secret` (tests, the demo)."""
+    if tokens is None:
+        if secret is None:
+            raise ValueError("wire() needs the instance tokens' keyring or a secret")
+        tokens = Tokens(secret)
     runner = EffectRunner(
         store=store,
         runtime=runtime,
@@ -57,4 +62,5 @@ def wire(
         config=config or PlaneConfig(),
         carry_out=runner.run,
     )
+    plane.volumes = volumes
     return Wired(plane, runner, tokens)

@@ -133,6 +133,14 @@ def serve(
             "default victim policy loses far more work: docs/scheduling.md)"
         ),
     ] = 120,
+    no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--no-sandbox",
+            help="run local workloads unconfined, as the server's user (machines without "
+            "bubblewrap; never with untrusted customers: docs/security.md)",
+        ),
+    ] = False,
 ) -> None:
     """Run the control plane: store, reconcile loop, runtime (local or Kubernetes), the API."""
     from lowcostgpu.api.server import serve as run_server
@@ -145,7 +153,7 @@ def serve(
         webhook_policy=WebhookPolicy(first_backoff_s=webhook_backoff_s),
         runtime=runtime, kubeconfig=kubeconfig, namespace=namespace, image=image,
         victim_policy=victim_policy, min_runtime_s=min_runtime_s,
-        on_demand_hold_s=on_demand_hold_s,
+        on_demand_hold_s=on_demand_hold_s, sandbox=not no_sandbox,
     )  # fmt: skip
     with _clear_errors():
         run_server(options, typer.echo)

@@ -35,6 +35,7 @@ class WorkloadStart:
     env: Mapping[str, str] = field(default_factory=dict)
     volume: VolumeMount | None = None
     grace_period_s: int = 300
+    account_id: str = ""  # whose workload: a sandboxing runtime runs each account as its own uid
 
 
 WorkloadPhase = Literal["starting", "running", "exited", "start_failed"]
@@ -81,6 +82,11 @@ class Volumes(Protocol):
 
     def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
         """Create the volume on first use (with its size limit), or return the existing one."""
+        ...
+
+    def check_fits(self, account_id: str, name: str, size_gb: int) -> None:
+        """Refuse, at launch, a new volume this runtime can never hold (`InvalidRequest` saying
+        how much fits); an existing volume, or one the runtime's provisioner decides on, passes."""
         ...
 
     def usage_bytes(self, account_id: str, name: str) -> int: ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -155,3 +156,39 @@ def test_without_loop_mounts_a_volume_is_a_plain_directory_and_says_so(
     assert volumes.usage_bytes("acct-1", "ckpts") >= 2 * MB
     volumes.delete("acct-1", "ckpts")
     assert not Path(mount.path).exists()
+
+
+@pytest.mark.parametrize(("size_gb", "fits"), [(2, True), (3, False)])
+def test_a_new_volume_must_fit_in_the_free_space_of_its_disk(
+    data_dir: Path, size_gb: int, fits: bool
+) -> None:
+    data_dir.mkdir(parents=True)
+    # A "GB" of a third of the free space (plus a byte): 2 of them fit, 3 never do, whatever
+    # other processes write meanwhile (up to a third of the disk's free space).
+    gb = shutil.disk_usage(data_dir).free // 3 + 1
+    volumes = LocalVolumes(data_dir, bytes_per_gb=gb, enforce=False)
+    if fits:
+        volumes.check_fits("acct-1", "big", size_gb)
+        return
+    with pytest.raises(InvalidRequest, match=r"does not fit on this machine: at most 2 GB") as exc:
+        volumes.check_fits("acct-1", "big", size_gb)
+    assert exc.value.hint == "ask for at most 2 GB, e.g. big:2GB"
+
+
+def test_an_existing_volume_fits_whatever_the_disk_has_left(data_dir: Path) -> None:
+    volumes = LocalVolumes(data_dir, bytes_per_gb=MB, enforce=False)
+    volumes.ensure("acct-1", "kept", 5)
+    huge = LocalVolumes(data_dir, bytes_per_gb=2**50, enforce=False)  # now nothing new fits
+    huge.check_fits("acct-1", "kept", 5)
+    with pytest.raises(InvalidRequest, match="at most 0 GB"):
+        huge.check_fits("acct-1", "new", 1)
+
+
+@needs_loop_mounts
+def test_an_image_the_file_system_cannot_hold_is_a_clear_error_not_an_oserror(
+    data_dir: Path,
+) -> None:
+    volumes = LocalVolumes(data_dir, bytes_per_gb=2**40, enforce=True)  # 1 "GB" = 1 TiB
+    with pytest.raises(InvalidRequest, match="volume big of 100 GB cannot be made here"):
+        volumes.ensure("acct-1", "big", 100)  # 100 TiB: over ext4's 16 TiB file limit
+    assert not list((data_dir / "volumes" / ".store" / "acct-1").iterdir())  # nothing half-made

@@ -35,6 +35,9 @@ class KubernetesVolumes:
         self.namespace = namespace
         self.storage_class = storage_class
 
+    def check_fits(self, account_id: str, name: str, size_gb: int) -> None:
+        """Accepted: the cluster's provisioner decides, and a claim it cannot bind stays pending."""
+
     def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
         if size_gb < 1:
             raise InvalidRequest(f"volume {name}: size must be ≥ 1 GB, got {size_gb}")

@@ -16,6 +16,11 @@ The workload's environment is `INHERITED_ENV` taken from the server (not all of 
 secrets stay out of customer code), then `WorkloadStart.env`, then `CUDA_VISIBLE_DEVICES` (the
 allocation's GPU indices, comma-separated; empty for none) and `LOWCOSTGPU_VOLUME` (the volume's
 mount path, also the working directory, when there is a volume).
+
+With a `SandboxPolicy` (what `serve` uses unless `--no-sandbox`), each workload runs in a bwrap
+sandbox as its account's own uid, seeing only its volume or working directory (both owned by that
+uid, mode 0700), a private /tmp, the system read-only and its GPUs (sandbox.py); HOME and TMPDIR
+are /tmp there. Signals, exit codes, logs and restarts behave as without it.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 from lowcostgpu.adapters.local import shim
+from lowcostgpu.adapters.local.sandbox import SandboxPolicy, SandboxUsers, own_tree, sandbox_run
 from lowcostgpu.adapters.local.state import (
     check_allocation_id,
     report,
@@ -52,7 +59,13 @@ _START_WAIT_S = 2.0  # how long a signal waits for a shim that has not spawned i
 class LocalRuntime:
     """`Runtime` on this machine. Any number of instances may read the same `state_dir`."""
 
-    def __init__(self, state_dir: Path | str, *, base_env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path | str,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        sandbox: SandboxPolicy | None = None,
+    ) -> None:
         self._dir = Path(state_dir).resolve()
         self._logs = self._dir / ".logs"
         self._claims = self._dir / ".claims"
@@ -60,11 +73,19 @@ class LocalRuntime:
             path.mkdir(parents=True, exist_ok=True)
         self._base_env = dict(base_env) if base_env is not None else _inherited_env()
         self._shims: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap: no defunct shims
+        self._sandbox = sandbox
+        if sandbox is not None and str(self._dir) not in sandbox.hidden:
+            self._sandbox = replace(sandbox, hidden=(*sandbox.hidden, str(self._dir)))
+        self._users = SandboxUsers(self._dir)
         self._drop_stale_claims()
 
     @property
     def state_dir(self) -> Path:
         return self._dir
+
+    @property
+    def sandboxed(self) -> bool:
+        return self._sandbox is not None
 
     def start(self, start: WorkloadStart) -> None:
         check_allocation_id(start.allocation_id)
@@ -81,7 +102,10 @@ class LocalRuntime:
         claim = self._claims / f"{start.allocation_id}.{os.getpid()}.{secrets.token_hex(4)}"
         claim.mkdir()
         (claim / "work").mkdir()
-        shim.write_json_atomic(claim / shim.SPEC_RECORD, self._spec(start, alloc_dir))
+        spec = self._spec(start, alloc_dir)
+        if self._sandbox is not None:
+            own_tree(claim / "work", spec["sandbox"]["uid"])
+        shim.write_json_atomic(claim / shim.SPEC_RECORD, spec)
         lock_fd = os.open(claim / shim.LOCK_FILE, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held before the rename: nobody relaunches it
@@ -156,6 +180,14 @@ class LocalRuntime:
         cwd = str(alloc_dir / "work")
         if start.volume is not None:
             env["LOWCOSTGPU_VOLUME"] = cwd = start.volume.path
+        box = None
+        if self._sandbox is not None:
+            uid = self._users.uid(start.account_id or f"instance:{start.instance_id}")
+            if start.volume is not None:
+                own_tree(Path(cwd), uid)
+            run = sandbox_run(self._sandbox, uid, cwd, start.gpu_indices, start.allocation_id)
+            env.update(CUDA_VISIBLE_DEVICES=run.cuda_visible_devices, HOME="/tmp", TMPDIR="/tmp")
+            box = run.to_json()
         return {
             "instance_id": start.instance_id,
             "host_id": start.host_id,
@@ -165,6 +197,7 @@ class LocalRuntime:
             "cwd": cwd,
             "log_path": str(self._log_path(start.allocation_id)),
             "at": time.time(),
+            **({"sandbox": box} if box is not None else {}),
         }
 
     def _launch(self, alloc_dir: Path, lock_fd: int) -> None:

@@ -13,11 +13,13 @@ tiny. Usage is what the volume's files take on disk (`du`), the same in both mod
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 from lowcostgpu.adapters.local.shim import read_json, write_json_atomic
@@ -87,8 +89,61 @@ class LocalVolumes:
                 self._root,
             )
 
+    def check_fits(self, account_id: str, name: str, size_gb: int) -> None:
+        """A new volume must fit in the disk's free space and, as an image, under the file
+        system's largest file (ext4: 16 TiB; `big:100000GB` used to fail later, in the outbox)."""
+        check_volume_request(account_id, name, size_gb)
+        if read_json(self._meta(account_id, name)) is not None:
+            return  # it exists: its size was checked when it was made
+        free_gb = shutil.disk_usage(self._store).free // self._bytes_per_gb
+        largest_gb = self._largest_image_gb(size_gb) if self.enforced else size_gb
+        fits_gb = min(free_gb, largest_gb)
+        if size_gb > fits_gb:
+            why = "the free space of its disk" if free_gb <= largest_gb else "the largest file"
+            raise InvalidRequest(
+                f"volume {name} of {size_gb} GB does not fit on this machine: at most "
+                f"{fits_gb} GB fits ({why})",
+                hint=f"ask for at most {fits_gb} GB, e.g. {name}:{max(1, fits_gb)}GB",
+            )
+
+    def _largest_image_gb(self, size_gb: int) -> int:
+        """`size_gb` if an image of that size can be made here, else the largest that can."""
+        if self._image_fits(size_gb):
+            return size_gb
+        low, high = 0, size_gb  # low fits (0 trivially), high does not
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if self._image_fits(mid) else (low, mid)
+        return low
+
+    def _image_fits(self, size_gb: int) -> bool:
+        probe = self._store / f".fits-{os.getpid()}-{threading.get_ident()}"
+        try:
+            with open(probe, "wb") as f:
+                f.truncate(size_gb * self._bytes_per_gb)  # sparse: asks the file system only
+            return True
+        except OSError:
+            return False
+        finally:
+            probe.unlink(missing_ok=True)
+
     def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
         check_volume_request(account_id, name, size_gb)
+        try:
+            return self._ensure(account_id, name, size_gb)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            if exc.errno in (errno.EFBIG, errno.EINVAL):  # can never succeed: fail its instance
+                raise InvalidRequest(
+                    f"volume {name} of {size_gb} GB cannot be made here: {reason}",
+                    hint="launch with a smaller volume",
+                ) from None
+            raise Conflict(
+                f"volume {name} cannot be made or mounted: {reason}",
+                hint="check the disk of the data directory (free space, permissions)",
+            ) from None
+
+    def _ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
         path, meta_path = self._path(account_id, name), self._meta(account_id, name)
         meta = read_json(meta_path)
         if meta is None:
@@ -136,8 +191,12 @@ class LocalVolumes:
 
     def _make_image(self, image: Path, size_gb: int) -> None:
         tmp = image.with_name(f".{image.name}.tmp")
-        with open(tmp, "wb") as f:
-            f.truncate(size_gb * self._bytes_per_gb)  # sparse: costs nothing until written
+        try:
+            with open(tmp, "wb") as f:
+                f.truncate(size_gb * self._bytes_per_gb)  # sparse: costs nothing until written
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         # A fresh sparse file reads as zeros, so neither the journal nor the inode tables need
         # zeroing (lazy_*_init here, noinit_itable at mount): a 50 GB volume costs ~5 MB of disk.
         lazy = "lazy_itable_init=1,lazy_journal_init=1"
