@@ -160,6 +160,8 @@ def test_an_unknown_catalog_key_is_refused_with_the_file_and_key(
     assert result.exit_code == 2, result.output
     assert f"{path}: " in result.output and words in _flat(result.output), result.output
     assert not data.exists()
+
+
 @pytest.mark.parametrize(
     ("flags", "refused"), [((), True), (("--no-sandbox", "--port", "0"), False)]
 )

@@ -25,8 +25,8 @@ from lowcostgpu.adapters.webhooks import HttpWebhookSender
 from lowcostgpu.app.loop import ReconcileLoop
 from lowcostgpu.app.plane import PlaneConfig
 from lowcostgpu.app.webhooks import WebhookPolicy, Webhooks
-from lowcostgpu.bootstrap.listen import check_listen
 from lowcostgpu.bootstrap import token_keys
+from lowcostgpu.bootstrap.listen import check_listen
 from lowcostgpu.bootstrap.wiring import Wired, wire
 from lowcostgpu.core.metering import check_interval
 from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name

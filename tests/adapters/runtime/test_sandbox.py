@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import MISSING_COMMAND, wait_for, wait_phase, workload_start
 
+from conftest import MISSING_COMMAND, wait_for, wait_phase, workload_start
 from lowcostgpu.adapters.local import LocalRuntime
 from lowcostgpu.adapters.local.sandbox import SandboxPolicy, find_bwrap, probe
 from lowcostgpu.ports.runtime import VolumeMount
