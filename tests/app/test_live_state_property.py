@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from plane_world import World
 
@@ -152,6 +152,17 @@ def _apply(w: World, ids: list[str], step: tuple[Any, ...]) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=40))
+@example(  # a finished instance that a delete adopts leaves twice: its run is billed once
+    [
+        ("launch", "acme", 1, "interruptible", False),
+        ("launch", "acme", 1, "interruptible", False),
+        ("tick", 0),
+        ("tick", 1),
+        ("finish", 1, 0),
+        ("tick", 0),
+        ("delete", 1),
+    ]
+)
 def test_live_state_equals_the_store_and_metering_equals_a_full_recomputation(
     steps: list[tuple[Any, ...]],
 ) -> None:

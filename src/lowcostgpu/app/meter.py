@@ -93,8 +93,12 @@ class Meter:
             self._hand_over(span)
 
     def _hand_over(self, span: UsageSpan) -> None:
+        """Idempotent: an instance can leave twice before a pass (it finished, then a delete
+        adopted it for one decision and it left again), and its runs must be billed once."""
         if _owes(span, self.through.get(span.meter_key)):
-            self._handed.setdefault(span.subject_id, []).append(span)
+            handed = self._handed.setdefault(span.subject_id, [])
+            if span not in handed:
+                handed.append(span)
 
     def adopted(self, store: Store, instance_id: str) -> None:
         """An instance came back into the live state (a resume): its watermark is read again
