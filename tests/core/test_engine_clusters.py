@@ -92,11 +92,24 @@ def test_standard_nodes_are_placed_at_once_and_preemptible_ones_fill_from_the_qu
     assert_rebuilds(state)
 
 
-def test_a_cluster_whose_standard_nodes_cannot_be_placed_is_refused_and_changes_nothing() -> None:
-    state = fleet(4)
+def test_a_cluster_whose_standard_nodes_cannot_be_placed_now_is_refused_and_changes_nothing() -> (
+    None
+):
+    state = on_demand(fleet(4, 4), "busy", 4, T0 - 10).state  # the pool could hold 2 nodes
     with pytest.raises(InsufficientCapacity, match="no capacity for 4"):
         create(state, desired=0, standard=2)
     assert dict(state.clusters) == {} and dict(state.nodes) == {}
+
+
+@pytest.mark.parametrize(("standard", "refused"), [(2, False), (3, True)])
+def test_standard_nodes_beyond_what_the_pool_could_ever_hold_are_refused(
+    standard: int, refused: bool
+) -> None:
+    if refused:
+        with pytest.raises(InvalidRequest, match="can hold at most 2 node"):
+            create(fleet(4, 4), desired=0, standard=standard)
+    else:
+        assert len(create(fleet(4, 4), desired=0, standard=standard).state.nodes) == 2
 
 
 @pytest.mark.parametrize(
@@ -179,10 +192,10 @@ def test_nodes_and_interruptible_instances_share_one_fifo_queue() -> None:
     state = fleet(8)
     spec = LaunchSpec("early", POOL, 4, CapacityClass.INTERRUPTIBLE)
     state = engine.launch(state, spec, T0 - 50, CONFIG).state  # takes 4 GPUs
-    state = create(state, desired=8).state  # standard node: the other 4; preemptible nodes wait
+    state = create(state, desired=4).state  # standard node: the other 4; the preemptible waits
     late = engine.launch(state, LaunchSpec("late", POOL, 4, CapacityClass.INTERRUPTIBLE), T0 + 1)
     order = [t.subject_id for t in late.state.fleet.queue(POOL)]
-    assert order == ["c1-n2", "c1-n3", "late"]
+    assert order == ["c1-n2", "late"]
     freed = engine.report(late.state, "early", WorkloadExited(0), T0 + 10, CONFIG).state
     assert nodes_in(freed, _N.READY) == ["c1-n2"], "the oldest ticket is placed first"
 
