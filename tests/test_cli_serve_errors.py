@@ -162,16 +162,17 @@ def test_an_unknown_catalog_key_is_refused_with_the_file_and_key(
     assert not data.exists()
 
 
-@pytest.mark.parametrize(
-    ("flags", "refused"), [((), True), (("--no-sandbox", "--port", "0"), False)]
-)
+@pytest.mark.parametrize(("flags", "refused"), [((), True), (("--no-sandbox",), False)])
 def test_without_bwrap_serve_refuses_unless_no_sandbox_is_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], refused: bool
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no bwrap on it
     monkeypatch.setattr("lowcostgpu.api.server.serve", _started)
     data = tmp_path / "data"
-    result = CliRunner().invoke(app, ["serve", "--data-dir", str(data), *flags])
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    result = CliRunner().invoke(app, ["serve", "--data-dir", str(data), "--port", port, *flags])
     if refused:
         assert result.exit_code == 2, result.output
         assert "cannot be sandboxed" in result.output and "--no-sandbox" in result.output

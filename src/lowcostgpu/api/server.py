@@ -59,11 +59,7 @@ class Running:
 
 
 def _prepare(options: ServeOptions) -> Running:
-    if not 1 <= options.port <= 65535:  # asyncio would listen on port % 65536 instead
-        raise ConfigError(
-            f"port {options.port} is not a TCP port", hint="choose --port between 1 and 65535"
-        )
-    wired, loop, runtime = build(options)
+    wired, loop, runtime = build(options)  # checks the port first (`bootstrap.listen`)
     plane = wired.plane
     accounts = Accounts(plane.store, plane.clock, plane.ids)
     admin_key = accounts.install_admin_key(options.admin_key)
