@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MISSING_COMMAND, wait_for, wait_phase, workload_start
+from conftest import MISSING_COMMAND, wait_phase, workload_start
 from lowcostgpu.adapters.local import LocalRuntime
 from lowcostgpu.adapters.local.sandbox import SandboxPolicy, find_bwrap, probe
 from lowcostgpu.ports.runtime import VolumeMount
+from waiting import wait_until
 
 PROBE = r"""
 import json, os, signal, sys, time
@@ -96,7 +97,7 @@ class World:
         argv = (sys.executable, "-c", PROBE, json.dumps(reads), json.dumps(writes), *extra)
         self.start(alloc, account, volume, *argv)
         result = Path(volume.path) / "probe.json"
-        wait_for(result.exists, timeout_s=30, what=f"{alloc}'s probe")
+        wait_until(result.exists, what=f"{alloc}'s probe")
         return dict(json.loads(result.read_text()))
 
 
@@ -186,7 +187,7 @@ def test_sigterm_reaches_the_workload_and_its_grace_is_kept(
     wait_phase(world.runtime, "t-1", "running")
     world.runtime.signal("t-1", "SIGTERM")
     volume = Path(world.volume("acct-t", "v-t-1").path)
-    wait_for((volume / "term").exists, what="the workload's SIGTERM handler")
+    wait_until((volume / "term").exists, what="the workload's SIGTERM handler")
     if signal_after_s is not None:
         world.runtime.kill("t-1")  # what the control plane does once the grace is over
     report = wait_phase(world.runtime, "t-1", "exited")
