@@ -67,6 +67,7 @@ def too_many(exc: TooManyWaiting, what: str) -> JSONResponse:
         "code": "too_many_waiting",
         "message": f"{exc.cap} {what} already wait ({exc.scope}); this one was not started",
         "hint": f"retry after {RETRY_AFTER_S} s, or end some of the waiting requests first",
+        "details": {"retry_after_s": RETRY_AFTER_S},
     }
     return JSONResponse(body, status_code=429, headers={"Retry-After": str(RETRY_AFTER_S)})
 
