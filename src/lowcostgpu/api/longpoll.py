@@ -5,7 +5,8 @@ its whole wait — 60 waiting `GET /v1/events?wait_s=60` made an ordinary GET wa
 waiting request is a coroutine parked on an `asyncio.Event`. One watch per server reads the
 events committed since its last look — one indexed read every `WATCH_S` while anyone waits,
 whatever the number of waiters, and none while nobody waits — and wakes only the waiters of the
-accounts that got one; each of those then looks again (its own filters, through the store). The
+accounts that got one, with those events: a poll without filters answers with them and reads
+nothing; one with filters looks again (its filters are the store's). The
 watch reads the store rather than hooking this process's commits, so a standby server, whose
 events another process commits, wakes its waiters too.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -35,7 +36,7 @@ import anyio.to_thread
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store import EventRecord, Store
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,6 +78,7 @@ class _Waiter:
     account_id: str
     mark: int
     woken: asyncio.Event = field(default_factory=asyncio.Event)
+    events: list[EventRecord] | None = None  # the account's new events, when the watch has them
 
 
 class EventWatch:
@@ -128,10 +130,13 @@ class EventWatch:
         """`fn` in a worker thread of the long-polls' own limiter (a brief store read)."""
         return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self._limiter)
 
-    async def wait(self, account_id: str, mark: int, timeout_s: float) -> None:
-        """Until an event after `mark` may have come for the account, or `timeout_s` passed."""
+    async def wait(self, account_id: str, mark: int, timeout_s: float) -> list[EventRecord] | None:
+        """Until an event after `mark` may have come for the account, or `timeout_s` passed.
+
+        Returns the account's events that the watch read, when it has them all: every one after
+        the waiter's look (which found none up to its mark); else None, and the waiter looks."""
         if self._seen is not None and mark < self._seen:
-            return  # the watch read past the mark before this waiter was here: look again now
+            return None  # the watch read past the mark before this waiter was here: look now
         waiter = _Waiter(account_id, mark)
         self._waiters.setdefault(account_id, set()).add(waiter)
         if self._task is None:
@@ -139,13 +144,14 @@ class EventWatch:
         try:
             await asyncio.wait_for(waiter.woken.wait(), max(0.0, timeout_s))
         except TimeoutError:
-            pass
+            return None
         finally:
             waiting = self._waiters.get(account_id)
             if waiting is not None:
                 waiting.discard(waiter)
                 if not waiting:
                     del self._waiters[account_id]
+        return waiter.events
 
     async def _watch(self) -> None:
         """Look every `WATCH_S` while anyone waits; a failed look is logged, and it goes on."""
@@ -169,15 +175,19 @@ class EventWatch:
         self.looks += 1
         if len(new) >= BATCH:  # a burst: every waiter looks for itself, from after this read
             latest = await self.read(self.store.latest_seq)
-            self._wake(list(self._waiters))
+            self._wake({a: None for a in self._waiters})
             self._seen = max(seen, latest)
         elif new:
-            self._wake({e.account_id for e in new})
+            by_account: dict[str, list[EventRecord]] = {}
+            for e in new:
+                by_account.setdefault(e.account_id, []).append(e)
+            self._wake(by_account)
             self._seen = new[-1].seq or seen
 
-    def _wake(self, accounts: Any) -> None:
-        for account_id in accounts:
+    def _wake(self, accounts: Mapping[str, list[EventRecord] | None]) -> None:
+        for account_id, events in accounts.items():
             for waiter in self._waiters.get(account_id, ()):
+                waiter.events = events
                 waiter.woken.set()
 
 

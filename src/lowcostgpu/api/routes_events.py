@@ -71,7 +71,11 @@ async def events(
     if not page.events and wait_s > 0:
         try:
             with watch.slot(account_id):
-                page = await _wait(watch, look, account_id, page, mark, after, wait_s)
+                plain = where == event_log.EventFilter() and before is None and not newest
+                limit_if_plain = limit if plain else None
+                page = await _wait(
+                    watch, look, account_id, page, mark, after, wait_s, limit_if_plain
+                )
         except longpoll.TooManyWaiting as exc:
             return longpoll.too_many(exc, "long-polls")
     body = [EventOut.of(e).model_dump(mode="json") for e in page.events]
@@ -86,14 +90,21 @@ async def _wait(
     mark: int,
     after: int,
     wait_s: float,
+    limit_if_plain: int | None,
 ) -> event_log.Page:
     """Look again each time the watch says the account may have a new event, until one matches
     or `wait_s` has passed. Each empty look moves the cursor up to the latest seq it saw, so a
-    filter that matches nothing old reads the account's history once at most."""
+    filter that matches nothing old reads the account's history once at most. A poll without
+    filters (`limit_if_plain` set) answers with the events the watch hands over: no read."""
     deadline = watch.loop.time() + min(wait_s, event_log.MAX_WAIT_S)
     cursor = max(after, page.latest_seq)
     while (left_s := deadline - watch.loop.time()) > 0:
-        await watch.wait(account_id, mark, left_s)
+        handed = await watch.wait(account_id, mark, left_s)
+        if limit_if_plain is not None and handed is not None:
+            latest = handed[-1].seq or cursor
+            handed = [e for e in handed if (e.seq or 0) > cursor]  # `after` may be past them
+            if handed:
+                return event_log.Page(handed[:limit_if_plain], latest)
         page, mark = await watch.read(look, after=cursor)
         if page.events:
             return page
