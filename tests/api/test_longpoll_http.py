@@ -233,3 +233,19 @@ def test_a_client_follower_waits_out_a_429_and_then_gets_the_event(
     holder.join(timeout=DEADLINE_S)
     assert got and got[0]["object_id"] == instance_id
     client.stop(instance_id)
+
+
+def test_a_poll_from_past_the_log_gets_no_event_before_its_cursor(api: Api) -> None:
+    """A cursor beyond every seq: the events committed while it waits come before it, so the
+    answer at its deadline is empty (whether the watch handed them over or it looked)."""
+    _, client = api.account("ahead")
+    ahead = int(_get(api, client, "/v1/events").headers["X-Events-Latest-Seq"]) + 10**6
+    got: list[httpx.Response] = []
+    poll = threading.Thread(
+        target=lambda: got.append(_get(api, client, f"/v1/events?after={ahead}&wait_s=2"))
+    )
+    poll.start()
+    instance_id = _launch(client)
+    poll.join(timeout=DEADLINE_S)
+    assert got[0].status_code == 200 and got[0].json() == []
+    client.stop(instance_id)

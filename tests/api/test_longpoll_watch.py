@@ -194,3 +194,54 @@ def test_waiting_slots_are_capped_per_account_and_in_all(
         watch.hold(then)()  # a freed slot is taken again
 
     run(test)
+
+
+@pytest.mark.parametrize(
+    ("commits", "handed"),
+    [
+        ([["acct-1"]], 1),  # one event of the account
+        ([["acct-1", "acct-2", "acct-1"]], 2),  # its events of a commit, not another account's
+    ],
+)
+def test_a_woken_waiter_is_handed_its_accounts_new_events(
+    commits: list[list[str]], handed: int
+) -> None:
+    async def test() -> None:
+        store = MemoryStore()
+        watch = longpoll.EventWatch(store)
+        (waiter,) = await waiting(watch, "acct-1", 1)
+        for accounts in commits:
+            _commit(store, *accounts)
+        await until(waiter.done, "the waiter wakes")
+        events = waiter.result()
+        assert events is not None and len(events) == handed
+        assert {e.account_id for e in events} == {"acct-1"}
+        assert [e.seq for e in events] == sorted(e.seq for e in events)
+
+    run(test)
+
+
+@pytest.mark.parametrize("why", ["timeout", "burst", "mark below seen"])
+def test_a_waiter_that_must_look_for_itself_is_handed_nothing(
+    monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    monkeypatch.setattr(longpoll, "BATCH", 3)
+
+    async def test() -> None:
+        store = MemoryStore()
+        watch = longpoll.EventWatch(store)
+        if why == "timeout":
+            assert await watch.wait("acct-1", store.latest_seq(), 0.05) is None
+            return
+        await waiting(watch, "acct-keep", 1)  # keeps the watch looking
+        mark = store.latest_seq()
+        (waiter,) = await waiting(watch, "acct-1", 1)
+        _commit(store, *["acct-1"] * (3 if why == "burst" else 1))  # a full batch: a burst
+        await until(waiter.done, "the waiter wakes")
+        if why == "burst":
+            assert waiter.result() is None
+        else:
+            assert waiter.result() is not None  # handed; a wait from the old mark is not
+            assert await asyncio.wait_for(watch.wait("acct-1", mark, LONG_S), DEADLINE_S) is None
+
+    run(test)
