@@ -12,7 +12,8 @@ waiting polls is `api.longpoll.MAX_WAITING_PER_ACCOUNT`). Figures:
   request at a time, before the polls and while all N of them wait; `healthz-N` likewise;
 - `event-N`: from just before a store commit of one event per poller account to the moment
   each poll has its answer (in the child: one monotonic clock on Linux), over `--rounds` rounds;
-  every poll must get every round's event once, in order (checked in the child);
+  every poll must get every round's event once, in order (checked in the child); `answered-N`:
+  the same up to the server's answer (the route's page is ready), the server's part of it;
 - the server process's thread count and RSS while the polls wait.
 """
 
@@ -34,6 +35,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+from lowcostgpu.api import routes_events
 from lowcostgpu.api.app import create_app
 from lowcostgpu.app.accounts import Accounts
 from lowcostgpu.app.launch import LaunchRequest
@@ -73,9 +75,21 @@ def more_files() -> None:
 
 
 class Server:
-    """The served plane in threads of this process; `api` is the app (its watch is read)."""
+    """The served plane in threads of this process; `api` is the app (its watch is read).
+
+    `answered` collects when each waiting poll had its page (monotonic s): its route's wait is
+    wrapped, so the server's part of an event's delay is told apart from the clients'."""
 
     def __init__(self, tmp: Path) -> None:
+        self.answered: list[float] = []
+        waiting = routes_events._wait
+
+        async def timed(*args: Any) -> Any:
+            page = await waiting(*args)
+            self.answered.append(time.monotonic())
+            return page
+
+        routes_events._wait = timed  # type: ignore[assignment]
         (tmp / "fleet.toml").write_text(FLEET)
         port = free_port()
         options = ServeOptions(data_dir=tmp / "data", fleet=tmp / "fleet.toml", port=port)
@@ -173,11 +187,13 @@ def measure(srv: Server, args: argparse.Namespace) -> dict[str, Any]:
     result[f"healthz-{args.polls}"] = percentiles(ordinary(srv.url, key, "/healthz", args.requests))
     starts: list[float] = []
     commits: list[float] = []  # how long each round's commit took (part of the event's delay)
+    answered: list[float] = []  # from the commit to the server's answer of each waiting poll
     for r in range(args.rounds):
         while r and (line := child.stdout.readline()).strip() != f"round {r}":  # it is in
             if not line:
                 raise SystemExit(f"the pollers ended before round {r}: see their stderr")
         srv.until_waiting(args.polls)  # and every poll waits again
+        srv.answered.clear()
         starts.append(time.monotonic())
         events = [
             EventRecord(f"bench-{r}-{a}", 0, acct.id, "instance", "i-bench", EventType.NORMAL,
@@ -186,10 +202,15 @@ def measure(srv: Server, args: argparse.Namespace) -> dict[str, Any]:
         ]  # fmt: skip
         srv.plane.store.commit(Commit(events=events))
         commits.append(time.monotonic() - starts[-1])
+        deadline = time.monotonic() + 120
+        while len(srv.answered) < args.polls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        answered.extend(at - starts[-1] for at in srv.answered)
     got = json.loads(child.stdout.read().splitlines()[-1])
     child.wait(timeout=60)
     latencies = [at - starts[r] for arrivals in got["arrivals"] for r, at in enumerate(arrivals)]
     result[f"event-{args.polls}"] = percentiles(latencies)
+    result[f"answered-{args.polls}"] = percentiles(answered)
     result["commit"] = percentiles(commits)
     result["problems"] = got["problems"]
     return result
