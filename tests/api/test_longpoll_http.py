@@ -249,3 +249,27 @@ def test_a_poll_from_past_the_log_gets_no_event_before_its_cursor(api: Api) -> N
     poll.join(timeout=DEADLINE_S)
     assert got[0].status_code == 200 and got[0].json() == []
     client.stop(instance_id)
+
+
+def test_a_poll_whose_client_hangs_up_gives_its_slot_back_at_once(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not at its deadline (60 s): well before it, the account may wait again."""
+    monkeypatch.setattr(longpoll, "MAX_WAITING_PER_ACCOUNT", 1)
+    _, client = api.account("hangs-up")
+
+    def hang_up() -> None:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.get(f"{api.url}/v1/events?{NOWHERE}&wait_s=60", headers=_key(client), timeout=2)
+
+    impatient = threading.Thread(target=hang_up)
+    impatient.start()
+    assert _refused_once_full(api, client, NOWHERE).status_code == 429  # it waits
+    impatient.join(timeout=DEADLINE_S)  # and hangs up after 2 s
+    deadline = time.monotonic() + 20  # a third of the poll's wait
+    while time.monotonic() < deadline:
+        answer = _get(api, client, f"/v1/events?{NOWHERE}&wait_s=0.01")
+        if answer.status_code == 200:
+            break
+        time.sleep(0.05)
+    assert answer.status_code == 200

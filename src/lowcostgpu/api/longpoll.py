@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -189,6 +189,25 @@ class EventWatch:
             for waiter in self._waiters.get(account_id, ()):
                 waiter.events = events
                 waiter.woken.set()
+
+
+async def unless_gone(request: Request, work: Coroutine[Any, Any, T]) -> T | None:
+    """`work`'s result, or None as soon as the client hangs up (then `work` is cancelled, and
+    its waiter and slot are given back at once, not at its deadline)."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_hung_up(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (task, gone):
+            t.cancel()
+    return task.result() if task.done() and not task.cancelled() else None
+
+
+async def _hung_up(request: Request) -> None:
+    """Returns when the server receives the client's disconnect (a GET has no body to read)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def watch_of(request: Request, store: Store) -> EventWatch:

@@ -73,9 +73,8 @@ async def events(
             with watch.slot(account_id):
                 plain = where == event_log.EventFilter() and before is None and not newest
                 limit_if_plain = limit if plain else None
-                page = await _wait(
-                    watch, look, account_id, page, mark, after, wait_s, limit_if_plain
-                )
+                waited = _wait(watch, look, account_id, page, mark, after, wait_s, limit_if_plain)
+                page = await longpoll.unless_gone(request, waited) or page
         except longpoll.TooManyWaiting as exc:
             return longpoll.too_many(exc, "long-polls")
     body = [EventOut.of(e).model_dump(mode="json") for e in page.events]
