@@ -168,9 +168,8 @@ def measure(srv: Server, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"polls": args.polls, "accounts": args.accounts, "load1": load1()}
     result["ordinary-0"] = percentiles(ordinary(srv.url, key, path, args.requests))
     pollers = [srv.accounts.create_account(f"bench-poller-{a}") for a in range(args.accounts)]
-    latest = srv.plane.store.latest_seq()
     keys = [pollers[i % args.accounts][1] for i in range(args.polls)]
-    job = {"url": srv.url, "keys": keys, "after": latest, "rounds": args.rounds}
+    job = {"url": srv.url, "keys": keys, "after": srv.plane.store.latest_seq()}
     child = subprocess.Popen(
         [sys.executable, __file__, "--pollers-child"],
         stdin=subprocess.PIPE,
@@ -178,13 +177,22 @@ def measure(srv: Server, args: argparse.Namespace) -> dict[str, Any]:
         text=True,
     )
     assert child.stdin is not None and child.stdout is not None
-    child.stdin.write(json.dumps(job))
+    child.stdin.write(json.dumps({**job, "rounds": args.rounds}))
     child.stdin.close()
     srv.until_waiting(args.polls)
     result["threads"] = threading.active_count()
     result["rss_mb"] = round(rss_mb())
     result[f"ordinary-{args.polls}"] = percentiles(ordinary(srv.url, key, path, args.requests))
     result[f"healthz-{args.polls}"] = percentiles(ordinary(srv.url, key, "/healthz", args.requests))
+    result.update(rounds(srv, args, [record.id for record, _ in pollers], child))
+    return result
+
+
+def rounds(
+    srv: Server, args: argparse.Namespace, accounts: list[str], child: subprocess.Popen[str]
+) -> dict[str, Any]:
+    """`--rounds` commits of one event per poller account, each once every poll waits again."""
+    assert child.stdout is not None
     starts: list[float] = []
     commits: list[float] = []  # how long each round's commit took (part of the event's delay)
     answered: list[float] = []  # from the commit to the server's answer of each waiting poll
@@ -196,9 +204,9 @@ def measure(srv: Server, args: argparse.Namespace) -> dict[str, Any]:
         srv.answered.clear()
         starts.append(time.monotonic())
         events = [
-            EventRecord(f"bench-{r}-{a}", 0, acct.id, "instance", "i-bench", EventType.NORMAL,
+            EventRecord(f"bench-{r}-{a}", 0, a, "instance", "i-bench", EventType.NORMAL,
                         Reason.STARTED, f"round {r}")
-            for a, (acct, _) in enumerate(pollers)
+            for a in accounts
         ]  # fmt: skip
         srv.plane.store.commit(Commit(events=events))
         commits.append(time.monotonic() - starts[-1])
@@ -209,11 +217,12 @@ def measure(srv: Server, args: argparse.Namespace) -> dict[str, Any]:
     got = json.loads(child.stdout.read().splitlines()[-1])
     child.wait(timeout=60)
     latencies = [at - starts[r] for arrivals in got["arrivals"] for r, at in enumerate(arrivals)]
-    result[f"event-{args.polls}"] = percentiles(latencies)
-    result[f"answered-{args.polls}"] = percentiles(answered)
-    result["commit"] = percentiles(commits)
-    result["problems"] = got["problems"]
-    return result
+    return {
+        f"event-{args.polls}": percentiles(latencies),
+        f"answered-{args.polls}": percentiles(answered),
+        "commit": percentiles(commits),
+        "problems": got["problems"],
+    }
 
 
 def pollers_child() -> None:
