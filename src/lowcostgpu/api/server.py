@@ -22,6 +22,9 @@ from lowcostgpu.bootstrap.wiring import Wired
 from lowcostgpu.domain.errors import Unavailable
 
 START_TIMEOUT_S = 30.0
+# At a stop (SIGTERM), requests still running after this are cancelled: a long-poll waits up to
+# 60 s and would otherwise hold the exit that long (its client asks again, from its cursor).
+SHUTDOWN_GRACE_S = 3
 
 
 @dataclass
@@ -49,7 +52,13 @@ def _prepare(options: ServeOptions) -> tuple[uvicorn.Server, Running]:
         daemon=True,
     )
     hooks.start()
-    config = uvicorn.Config(api, host=options.host, port=options.port, log_level="warning")
+    config = uvicorn.Config(
+        api,
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
     server = uvicorn.Server(config)
 
     def stop() -> None:
