@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 from typing import Annotated
 
+import anyio.to_thread
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
@@ -189,12 +190,15 @@ async def logs(
 ) -> Response:
     """The latest run's output; with `follow`, streamed as it grows, across restarts, by a
     follower that holds no thread (`api.log_follow`); beyond the cap of waiting requests 429."""
-    watch = longpoll.watch_of(request, ctx.plane.store)
-    state = (await watch.read(owned_instance, ctx, instance_id, account_id)).state
+    stored = await anyio.to_thread.run_sync(owned_instance, ctx, instance_id, account_id)
     if not follow:
-        allocation = log_follow.latest_allocation(state)
-        text = await watch.read(ctx.runtime.logs, allocation, tail_bytes) if allocation else ""
-        return PlainTextResponse(text)
+        allocation = log_follow.latest_allocation(stored.state)
+        if allocation is None:
+            return PlainTextResponse("")
+        return PlainTextResponse(
+            await anyio.to_thread.run_sync(ctx.runtime.logs, allocation, tail_bytes)
+        )
+    watch = longpoll.watch_of(request, ctx.plane.store)
     try:
         release = watch.hold(account_id)
     except longpoll.TooManyWaiting as exc:
