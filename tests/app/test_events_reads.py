@@ -1,9 +1,8 @@
-"""`app.events`: filtered reads and long-polls cost the events they return, not the account's
-log — the filters are the store's, and an empty long-poll moves its cursor to the latest seq."""
+"""`app.events`: filtered reads cost the events they return, not the account's log — the filters
+are the store's (long-polls wait in `api.longpoll`: tests/api/test_longpoll_watch.py)."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -13,7 +12,6 @@ from lowcostgpu.app import events as event_log
 from lowcostgpu.domain import errors
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.ports.store import Commit, EventRecord
-from waiting import wait_until
 
 HISTORY = 5000  # events of other objects before the ones a reader wants
 
@@ -46,37 +44,18 @@ def store() -> CountingStore:
     return s
 
 
-def test_a_filtered_long_poll_from_zero_reads_only_what_it_returns(store: CountingStore) -> None:
+def test_a_filtered_look_from_zero_reads_only_what_it_returns(store: CountingStore) -> None:
     where = event_log.EventFilter(object_ref="instance/i-1")
-    page = event_log.wait_for(store, "acct-1", after=0, where=where, limit=200, wait_s=5)
+    page, mark = event_log.look(store, "acct-1", after=0, where=where, limit=200)
     assert [e.key for e in page.events] == [f"e{HISTORY + 1}", f"e{HISTORY + 2}"]
     assert store.rows_read == 2
-    assert page.latest_seq == HISTORY + 2
+    assert page.latest_seq == mark == HISTORY + 2
 
 
 def test_a_reason_filter_reads_only_the_matching_events(store: CountingStore) -> None:
     page = event_log.find(store, "acct-1", where=event_log.EventFilter(reason="Killed"))
     assert [e.key for e in page.events] == [f"e{HISTORY + 2}"]
     assert store.rows_read == 1
-
-
-def test_an_empty_long_poll_moves_its_cursor_to_the_latest_seq(store: CountingStore) -> None:
-    """Nothing matches in the history: the first look reads nothing, every later look starts
-    after the latest seq the first one saw, and a match committed meanwhile is returned."""
-    where = event_log.EventFilter(object_ref="i-2")
-    got: list[event_log.Page] = []
-    waiter = threading.Thread(
-        target=lambda: got.append(
-            event_log.wait_for(store, "acct-1", after=0, where=where, limit=200, wait_s=10)
-        )
-    )
-    waiter.start()
-    wait_until(lambda: store.after_seqs, what="the first look")  # not a fixed sleep: under load
-    store.commit(Commit(events=[_event(HISTORY + 3, "i-2")]))
-    waiter.join(timeout=60)
-    assert [e.key for e in got[0].events] == [f"e{HISTORY + 3}"]
-    assert store.rows_read == 1
-    assert store.after_seqs[0] == 0 and set(store.after_seqs[1:]) == {HISTORY + 2}
 
 
 def test_a_newest_page_is_the_tail_in_seq_order(store: CountingStore) -> None:

@@ -8,27 +8,24 @@ time, through the store's index, however long the history of every account grows
 from __future__ import annotations
 
 import base64
-import time
-from collections.abc import Iterator
 from typing import Annotated
 
+import anyio.to_thread
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.responses import PlainTextResponse
 
+from lowcostgpu.api import log_follow, longpoll
 from lowcostgpu.api.context import AccountId, ApiContext, Ctx, owned_instance
 from lowcostgpu.api.models import EventOut, InstanceIn, InstanceOut, UsageOut
-from lowcostgpu.api.models_input import MAX_INT64
 from lowcostgpu.app import queries
+from lowcostgpu.app.events import MAX_SEQ
 from lowcostgpu.app.launch import LaunchRequest
-from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.store import StoredInstance
 
 router = APIRouter(prefix="/v1", tags=["instances"])
-FOLLOW_POLL_S = 0.5
-FINAL = frozenset({InstanceStatus.SUCCEEDED, InstanceStatus.FAILED, InstanceStatus.STOPPED})
-LOG_LIMIT = 2**24
+LOG_LIMIT = log_follow.LOG_LIMIT
 PAGE, MAX_PAGE = 50, 500  # instances per page of GET /v1/instances: the default, the most
 NEXT_CURSOR = "X-Next-Cursor"
 
@@ -166,9 +163,7 @@ def timeline(
     ctx: Ctx,
     account_id: AccountId,
     instance_id: str,
-    after: Annotated[
-        int, Query(ge=0, le=MAX_INT64, description="only events with a larger seq")
-    ] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="only events with a larger seq")] = 0,
 ) -> list[EventOut]:
     """The instance's events in order: its timeline (queued, started, preempted, resumed…)."""
     owned_instance(ctx, instance_id, account_id)
@@ -179,43 +174,34 @@ def timeline(
     return [EventOut.of(e) for e in events]
 
 
-@router.get("/instances/{instance_id}/logs", response_class=PlainTextResponse, response_model=None)
-def logs(
+@router.get(
+    "/instances/{instance_id}/logs",
+    response_class=PlainTextResponse,
+    response_model=None,
+    responses=longpoll.TOO_MANY,
+)
+async def logs(
     ctx: Ctx,
     account_id: AccountId,
+    request: Request,
     instance_id: str,
     tail_bytes: Annotated[int, Query(ge=1, le=LOG_LIMIT)] = 65536,
     follow: Annotated[bool, Query(description="keep streaming until the run ends")] = False,
-) -> PlainTextResponse | StreamingResponse:
-    """The latest run's output; with `follow`, streamed as it grows, across restarts."""
-    state = owned_instance(ctx, instance_id, account_id).state
+) -> Response:
+    """The latest run's output; with `follow`, streamed as it grows, across restarts, by a
+    follower that holds no thread (`api.log_follow`); beyond the cap of waiting requests 429."""
+    stored = await anyio.to_thread.run_sync(owned_instance, ctx, instance_id, account_id)
     if not follow:
-        allocation = _latest_allocation(state)
-        text = ctx.runtime.logs(allocation, tail_bytes) if allocation else ""
-        return PlainTextResponse(text)
-    return StreamingResponse(_follow(ctx, instance_id, tail_bytes), media_type="text/plain")
-
-
-def _latest_allocation(state: InstanceState) -> str | None:
-    if state.allocation_id:
-        return state.allocation_id
-    return state.runs[-1].allocation_id if state.runs else None
-
-
-def _follow(ctx: ApiContext, instance_id: str, tail_bytes: int) -> Iterator[str]:
-    """Poll the runtime's log of the current run; a new run (after a restart) is followed too."""
-    allocation: str | None = None
-    position = 0  # characters of the current run's log already sent
-    while True:
-        state = ctx.plane.store.instance(instance_id).state
-        current = _latest_allocation(state)
-        if current is not None:
-            full = ctx.runtime.logs(current, LOG_LIMIT)
-            if current != allocation:
-                allocation, position = current, max(0, len(full) - tail_bytes)
-            if len(full) > position:
-                yield full[position:]
-                position = len(full)
-        if state.status in FINAL or state.status is InstanceStatus.DELETED:
-            return
-        time.sleep(FOLLOW_POLL_S)
+        allocation = log_follow.latest_allocation(stored.state)
+        if allocation is None:
+            return PlainTextResponse("")
+        return PlainTextResponse(
+            await anyio.to_thread.run_sync(ctx.runtime.logs, allocation, tail_bytes)
+        )
+    watch = longpoll.watch_of(request, ctx.plane.store)
+    try:
+        release = watch.hold(account_id)
+    except longpoll.TooManyWaiting as exc:
+        return longpoll.too_many(exc, "long-polls and log followers")
+    stream = log_follow.follow(ctx, watch, instance_id, tail_bytes)
+    return log_follow.Held(stream, release)

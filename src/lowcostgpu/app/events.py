@@ -8,11 +8,13 @@ a prefix of the unfiltered order, so a caller may resume from the last seq it go
 
 Every answer also carries the account's latest seq, read before the events: following from the
 larger of it and the last seq received misses nothing and skips the history a filter rejected.
+
+Waiting (a long-poll) is the API's: `api.longpoll` parks a waiting request on a watch of the
+store's newest events, so a waiter holds no thread and reads nothing until its account gets one.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -20,8 +22,8 @@ from lowcostgpu.domain import errors
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.ports.store import EventRecord, Store
 
-POLL_S = 0.1  # how often a waiting long-poll looks for new events
-MAX_WAIT_S = 60.0
+MAX_WAIT_S = 60.0  # the longest a long-poll waits (`GET /v1/events?wait_s=`)
+MAX_SEQ = 2**63 - 1  # the largest seq (and time) the store holds: a signed 64-bit column
 
 
 class StoreFilters(TypedDict):
@@ -108,37 +110,23 @@ def find(
     return Page(found, latest)
 
 
-def wait_for(
+def look(
     store: Store,
     account_id: str,
     *,
     after: int,
     where: EventFilter,
     limit: int,
-    wait_s: float,
     before: int | None = None,
     newest: bool = False,
-) -> Page:
-    """Like `find`, but waits up to `wait_s` for a first matching event (a long-poll).
+) -> tuple[Page, int]:
+    """`find`, and the latest seq of every account's events read before it (its mark).
 
-    Returns as soon as one is committed (within `POLL_S`), or no events at the deadline (at
-    once when `wait_s` is 0: then it is `find`). Each
-    empty look moves its cursor up to the latest seq it saw, so a filter that matches nothing
-    old costs one read of the account's events at most, not one per look.
-    """
-    deadline = time.monotonic() + min(wait_s, MAX_WAIT_S)
-    cursor = after
-    while True:
-        page = find(
-            store,
-            account_id,
-            after=cursor,
-            where=where,
-            limit=limit,
-            before=before,
-            newest=newest,
-        )
-        if page.events or time.monotonic() >= deadline:
-            return page
-        cursor = max(cursor, page.latest_seq)
-        time.sleep(POLL_S)
+    A long-poll that found nothing waits for a commit after its mark: the seqs are one order
+    across accounts, so a watch that has already read past the mark (`api.longpoll`) knows the
+    look may have missed an event and sends the poll to look again at once."""
+    mark = store.latest_seq()
+    page = find(
+        store, account_id, after=after, where=where, limit=limit, before=before, newest=newest
+    )
+    return page, mark

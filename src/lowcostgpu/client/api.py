@@ -8,6 +8,7 @@ to start one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypedDict, cast
 
@@ -18,6 +19,7 @@ from lowcostgpu.domain import errors
 START_HINT = "start one with `make run` or `lowcostgpu serve` (or set LOWCOSTGPU_URL)"
 NEXT_CURSOR = "X-Next-Cursor"  # the header of a list page that is not the last
 PAGE_MAX = 500  # the most instances `GET /v1/instances` answers per page
+FOLLOW_RETRY_MAX_S = 30.0  # the longest a follower waits before asking again after a 429
 
 ERROR_OF_CODE: dict[str, type[errors.LowcostgpuError]] = {
     "invalid_request": errors.InvalidRequest,
@@ -31,6 +33,7 @@ ERROR_OF_CODE: dict[str, type[errors.LowcostgpuError]] = {
     "unauthenticated": errors.Unauthenticated,
     "forbidden": errors.Forbidden,
     "unavailable": errors.Unavailable,
+    "too_many_waiting": errors.Unavailable,  # for now: its details say when to ask again
 }
 ERROR_OF_STATUS: dict[int, type[errors.LowcostgpuError]] = {
     400: errors.InvalidRequest,
@@ -253,9 +256,20 @@ class Client:
         return cast(list[Event], self._call("GET", "/v1/events", params=params))
 
     def follow_events(self, after: int = 0, wait_s: float = 25, **filters: Any) -> Iterator[Event]:
-        """Every event after `after` as it is committed, forever: long-polls from the last seq."""
+        """Every event after `after` as it is committed, forever: long-polls from the last seq.
+
+        A poll refused because too many wait already (429) is asked again when the server says
+        (`retry_after_s`, at most `FOLLOW_RETRY_MAX_S`): a follower outlasts a busy moment."""
         while True:
-            for event in self.events(after, 1000, wait_s=wait_s, **filters):
+            try:
+                found = self.events(after, 1000, wait_s=wait_s, **filters)
+            except errors.Unavailable as exc:
+                retry_s = exc.details.get("retry_after_s")
+                if not isinstance(retry_s, int | float):
+                    raise
+                time.sleep(min(max(float(retry_s), 0.1), FOLLOW_RETRY_MAX_S))
+                continue
+            for event in found:
                 after = max(after, event["seq"] or 0)
                 yield event
 
