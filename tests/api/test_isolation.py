@@ -270,11 +270,14 @@ def _forged_tokens(world: World) -> dict[str, str]:
     """Tokens for the victim's instance that its workload was never given."""
     v, i = world.victim, world.intruder
     last = v.token[-1]
+    kid, _, run, mac = i.token.split(".")  # KID.INSTANCE.ALLOCATION.MAC, ids in base64url
+    victim_b64 = base64.urlsafe_b64encode(v.ids["instance_id"].encode()).decode().rstrip("=")
+    victim_run = v.token.split(".")[2]
     return {
-        "the intruder's token, its id replaced": i.token.replace(
-            i.ids["instance_id"], v.ids["instance_id"]
-        ),
-        "the victim's id, a made-up MAC": f"{v.ids['instance_id']}.{'0' * 32}",
+        "the intruder's token, its id replaced": f"{kid}.{victim_b64}.{run}.{mac}",
+        "the intruder's MAC on the victim's run": f"{kid}.{victim_b64}.{victim_run}.{mac}",
+        "the victim's id, a made-up MAC": f"{kid}.{victim_b64}.{victim_run}.{'0' * 32}",
+        "the victim's id in the old form, a made-up MAC": f"{v.ids['instance_id']}.{'0' * 32}",
         "the victim's id alone": v.ids["instance_id"],
         "the victim's token, last character changed": v.token[:-1] + ("0" if last != "0" else "1"),
         "the victim's token, truncated": v.token[:-1],

@@ -8,6 +8,7 @@ from typing import Any
 
 from apiserver import ApiServer, free_port
 from k8s_world import K8sWorld
+from kubernetes.client.exceptions import ApiException
 
 from lowcostgpu.adapters.kubernetes import Kube
 from lowcostgpu.adapters.kubernetes.objects import pod_name
@@ -72,10 +73,18 @@ def test_a_start_while_the_api_server_is_unreachable_is_retried_not_failed(
     world.plane.run_outbox()  # and again by the loop
     assert [e.kind for e in world.store.pending_outbox()] == ["StartWorkload"]  # kept: a retry
     assert world.store.instance(instance).state.status is InstanceStatus.STARTING
-    world.runtime.kube = kube  # back
-    world.plane.tick()
+    world.runtime.kube = kube  # back: the retry, due after its backoff, creates the pod
     allocation = world.store.instance(instance).state.allocation_id
     assert allocation is not None
-    assert (
-        kube.core.read_namespaced_pod(pod_name(allocation), namespace).spec.node_name == world.host
-    )
+
+    def placed() -> bool:
+        world.plane.tick()
+        try:
+            pod = kube.core.read_namespaced_pod(pod_name(allocation), namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return bool(pod.spec.node_name == world.host)
+
+    wait_until(placed, what="the retried start's pod on the host")
