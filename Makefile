@@ -14,9 +14,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Workloads run sandboxed where the sandbox can be built (root and Debian's bubblewrap:
+# docs/security.md); elsewhere `make run` starts unsandboxed and `serve` says so loudly.
+SANDBOX_FLAG ?= $(shell [ "$$(id -u)" = 0 ] && command -v bwrap >/dev/null || echo --no-sandbox)
+
 run: $(STAMP)
 	@echo "(to watch the seed session for real in a throw-away plane instead: make demo, or lowcostgpu demo)"
-	$(VENV)/bin/lowcostgpu serve --data-dir ./data
+	$(VENV)/bin/lowcostgpu serve --data-dir ./data $(SANDBOX_FLAG)
 
 demo: $(STAMP)
 	$(VENV)/bin/lowcostgpu demo
