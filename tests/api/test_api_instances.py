@@ -10,7 +10,7 @@ from lowcostgpu.client.api import Client, Instance
 from lowcostgpu.domain.errors import InsufficientCapacity, NotFound
 from waiting import wait_until
 
-HOLD = ["sleep", "60"]
+HOLD = ["sleep", "3600"]
 
 
 def wait_for(user: Client, instance_id: str, statuses: set[str]) -> Instance:

@@ -20,7 +20,7 @@ from lowcostgpu.client.api import Client, Event
 from lowcostgpu.domain.errors import InvalidRequest
 from waiting import wait_until
 
-SLEEP = ["sleep", "60"]
+SLEEP = ["sleep", "3600"]
 
 
 def _launch(client: Client) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 from api_server import Api
 
-HOLD = ["sleep", "60"]
+HOLD = ["sleep", "3600"]
 
 
 def test_a_workload_reads_its_gpu_types_interruption_statistics(api: Api) -> None:

@@ -10,7 +10,7 @@ from api_server import Api
 
 from lowcostgpu.client.api import Client
 
-HOLD = ["sleep", "60"]
+HOLD = ["sleep", "3600"]
 
 
 def _interruption(api: Api, token: str) -> httpx.Response:

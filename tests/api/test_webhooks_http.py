@@ -71,7 +71,7 @@ def until(what: str, check: Callable[[], bool], timeout_s: float = 30) -> None:
 
 def _launch_and_stop(client: Client, n: int) -> list[str]:
     ids = [
-        client.launch(gpu="a100-sxm4", type="interruptible", command=["sleep", "60"])["id"]
+        client.launch(gpu="a100-sxm4", type="interruptible", command=["sleep", "3600"])["id"]
         for _ in range(n)
     ]
     for i in ids:

@@ -37,7 +37,7 @@ def _queue_and_reclaim(server: Server) -> None:
         wait_until(
             lambda: client.instance(first["id"])["status"] == "running", what="the first run"
         )
-        client.launch(gpu="a100-sxm4", type="on-demand", command=["sleep", "60"])
+        client.launch(gpu="a100-sxm4", type="on-demand", command=["sleep", "3600"])
         wait_until(lambda: _history(server)["reclaims_window"] >= 1, what="a reclaim in history")
 
 
