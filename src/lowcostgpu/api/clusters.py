@@ -12,13 +12,13 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from lowcostgpu.api.context import AccountId, Ctx
+from lowcostgpu.api.models_input import MAX_INT64
 from lowcostgpu.app.clusters import ClusterRequest, ClusterView
 from lowcostgpu.core.nodes import NodeState, node_labels, node_taints
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
-# No count is stored beyond a signed 64-bit integer; the plane bounds them further by the fleet
-# (`core.cluster_engine.check_sizes`: what the cluster's pool could ever hold).
-MAX_COUNT = 2**63 - 1
+# No count is stored beyond a signed 64-bit integer (`MAX_INT64`); the plane bounds them further
+# by the fleet (`core.cluster_engine.check_sizes`: what the cluster's pool could ever hold).
 
 
 class ClusterIn(BaseModel):
@@ -29,13 +29,13 @@ class ClusterIn(BaseModel):
     gpus_per_node: int = Field(8, ge=1, le=64, description="GPUs of one node (at most a host)")
     standard_nodes: int = Field(
         1,
-        le=MAX_COUNT,
+        le=MAX_INT64,
         description="nodes that are never preempted (at least 1: critical components; at most"
         " what the pool can hold)",
     )
     desired_preemptible_gpus: int = Field(
         0,
-        le=MAX_COUNT,
+        le=MAX_INT64,
         description="the preemptible target, a multiple of gpus_per_node (at most what the pool"
         " can hold beside the standard nodes)",
     )
@@ -46,7 +46,7 @@ class TargetIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     desired_preemptible_gpus: int = Field(
-        le=MAX_COUNT, description="a multiple of the node size, at most what the pool can hold"
+        le=MAX_INT64, description="a multiple of the node size, at most what the pool can hold"
     )
 
 
