@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
+import anyio.to_thread
 from fastapi import Depends, Header, Request
 
 from lowcostgpu.app.accounts import Accounts, Principal, require_account, require_admin
@@ -46,8 +47,13 @@ async def _context(request: Request) -> ApiContext:
 Ctx = Annotated[ApiContext, Depends(_context)]
 
 
-def _principal(ctx: Ctx, authorization: Annotated[str | None, Header()] = None) -> Principal:
-    return ctx.accounts.authenticate(authorization)
+async def _principal(ctx: Ctx, authorization: Annotated[str | None, Header()] = None) -> Principal:
+    """A key seen lately is answered from memory, on the event loop (`Accounts.known`); only
+    another one costs a store read, in the thread pool."""
+    known = ctx.accounts.known(authorization)
+    if known is not None:
+        return known
+    return await anyio.to_thread.run_sync(ctx.accounts.authenticate, authorization)
 
 
 async def _account(principal: Annotated[Principal, Depends(_principal)]) -> str:

@@ -37,10 +37,17 @@ def _out(ctx: ApiContext, stored: StoredInstance) -> InstanceOut:
     return InstanceOut.of(ctx.plane, stored, queue)
 
 
-@router.post("/instances", status_code=201)
-def launch(ctx: Ctx, account_id: AccountId, body: InstanceIn) -> InstanceOut:
+@router.post("/instances", status_code=201, response_model=InstanceOut)
+async def launch(ctx: Ctx, account_id: AccountId, body: InstanceIn) -> Response:
     """On-demand: placed now (reclaiming interruptible work if needed) or 409
-    `insufficient_capacity` with what is free. Interruptible: queued, with position and ETA."""
+    `insufficient_capacity` with what is free. Interruptible: queued, with position and ETA.
+
+    One hop to the thread pool for the balance, the decision and the answer's JSON (built once
+    by Pydantic, not validated again by FastAPI): hops cost as much as the decision."""
+    return await anyio.to_thread.run_sync(_launched, ctx, account_id, body)
+
+
+def _launched(ctx: ApiContext, account_id: str, body: InstanceIn) -> Response:
     ctx.accounts.check_can_launch(account_id)
     request = LaunchRequest(
         account_id=account_id,
@@ -55,7 +62,9 @@ def launch(ctx: Ctx, account_id: AccountId, body: InstanceIn) -> InstanceOut:
         auto_requeue=body.auto_requeue,
         grace_period_s=body.grace_period_s,
     )
-    return _out(ctx, ctx.plane.launch(request))
+    out = _out(ctx, ctx.plane.launch(request))
+    body_json = out.model_dump_json(by_alias=True)
+    return Response(body_json, status_code=201, media_type="application/json")
 
 
 @router.get("/instances")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -32,6 +34,8 @@ TOPUP_AMOUNT = re.compile(r"[0-9]+(\.[0-9]{1,2})?", re.ASCII)
 TOPUP_HINT = 'give the amount in USD as a string, e.g. "20.00"'
 TOPUP_AMOUNT_PATTERN = r"^[0-9]+(\.[0-9]{1,2})?$"
 LOGIN_HINT = "set LOWCOSTGPU_API_KEY or run `lowcostgpu login`; an admin makes keys"
+KEY_CACHE_S = 30.0  # how long a known key is answered from memory before the store is asked again
+KEY_CACHE_MAX = 10_000  # known keys kept; past that the cache starts over
 
 
 def hash_key(key: str) -> str:
@@ -54,10 +58,21 @@ class Principal:
 
 
 class Accounts:
+    """Keys, accounts and balances.
+
+    Known keys are kept in memory by their hash (`_known`, for `KEY_CACHE_S` at most), so that
+    a request's authentication is a digest and a dict look-up, not a store read and a thread
+    hop. Only keys the store knows are kept (an unknown key is asked about every time: a key
+    made by another server works at once), and a key is only ever kept for `KEY_CACHE_S` after
+    the store said it exists, which bounds how long a key taken away outside this process (no
+    endpoint revokes keys today) could still be served; `forget_key` drops one at once."""
+
     def __init__(self, store: Store, clock: Clock, ids: IdSource) -> None:
         self.store = store
         self.clock = clock
         self.ids = ids
+        self._known: dict[str, tuple[float, Principal]] = {}  # hash: (asked at, principal)
+        self._known_lock = threading.Lock()
 
     # Keys ---------------------------------------------------------------------------------------
 
@@ -96,14 +111,37 @@ class Accounts:
         return key
 
     def authenticate(self, authorization: str | None) -> Principal:
-        if not authorization or not authorization.startswith("Bearer "):
-            raise Unauthenticated(
-                "missing API key", hint=f"send Authorization: Bearer KEY; {LOGIN_HINT}"
-            )
-        record = self.store.api_key(hash_key(authorization.removeprefix("Bearer ").strip()))
+        """Who sends this `Authorization` header; reads the store unless the key is known."""
+        key_hash = _key_hash_of(authorization)
+        known = self._cached(key_hash)
+        if known is not None:
+            return known
+        record = self.store.api_key(key_hash)
         if record is None:
             raise Unauthenticated("unknown API key", hint=LOGIN_HINT)
-        return Principal(record.account_id)
+        principal = Principal(record.account_id)
+        with self._known_lock:
+            if len(self._known) >= KEY_CACHE_MAX:
+                self._known.clear()
+            self._known[key_hash] = (time.monotonic(), principal)
+        return principal
+
+    def known(self, authorization: str | None) -> Principal | None:
+        """The caller, if its key was found in the store in the last `KEY_CACHE_S`; else None
+        (ask `authenticate`). No I/O: callable on the event loop. A missing or malformed
+        header raises `Unauthenticated` here already."""
+        return self._cached(_key_hash_of(authorization))
+
+    def _cached(self, key_hash: str) -> Principal | None:
+        found = self._known.get(key_hash)
+        if found is None or time.monotonic() - found[0] >= KEY_CACHE_S:
+            return None
+        return found[1]
+
+    def forget_key(self, key_hash: str) -> None:
+        """Stop answering for a key from memory (a revocation must call this)."""
+        with self._known_lock:
+            self._known.pop(key_hash, None)
 
     def _store_key(self, key: str, account_id: str | None) -> None:
         self.store.commit(Commit(api_keys=[self._record(key, account_id)]))
@@ -150,6 +188,14 @@ class Accounts:
                 hint="ask your operator to top the account up (`lowcostgpu topup`)",
                 balance=f"{balance:f}",
             )
+
+
+def _key_hash_of(authorization: str | None) -> str:
+    if not authorization or not authorization.startswith("Bearer "):
+        raise Unauthenticated(
+            "missing API key", hint=f"send Authorization: Bearer KEY; {LOGIN_HINT}"
+        )
+    return hash_key(authorization.removeprefix("Bearer ").strip())
 
 
 def require_admin(principal: Principal) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from lowcostgpu.app import billing
 from lowcostgpu.app.clusters import ClusterService
+from lowcostgpu.app.commit_batcher import Applied, CommitBatcher
 from lowcostgpu.app.decisions import (
     Decision,
     is_empty,
@@ -74,6 +75,7 @@ from lowcostgpu.ports.store import (
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 5  # decisions retried after a StaleWrite before giving up
 STANDBY_VIEW_S = 2  # how long a standby's reads share one load of the live rows
+Decided = tuple[Decision, Commit]  # a decision and the commit it was written as
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,7 @@ class ControlPlane:
         self.volumes: Volumes | None = None  # set by the wiring: where a launch's volume must fit
         self._lock = threading.RLock()  # one decision at a time, on one live state
         self._outbox_lock = threading.Lock()  # one carrier of effects at a time
+        self._batcher = CommitBatcher[Decided](self._lock, self._write, self._decided_alone)
         self.wake = threading.Event()  # set when a request may have changed the next wake-up
         # A standby server (another holds the store's lead) decides nothing: two deciders on one
         # store could both place work on the same free GPUs, since versions guard instances,
@@ -214,7 +217,7 @@ class ControlPlane:
             return Decision(step, {instance_id: stamped(record, now)}, extra)
 
         try:
-            commit = self._decide_and_write(decide)
+            commit = self._decide_and_write(decide, batched=True)
         except InsufficientCapacity:
             self._hold_for(spec.pool, spec.gpus)
             raise
@@ -348,10 +351,14 @@ class ControlPlane:
         return self._decided_and_done(decide, adopt=adopt, wake=wake)[0].step
 
     def _decide_and_write(
-        self, decide: Callable[[EngineState, Timestamp], Decision], *, adopt: str | None = None
+        self,
+        decide: Callable[[EngineState, Timestamp], Decision],
+        *,
+        adopt: str | None = None,
+        batched: bool = False,
     ) -> Commit:
         """`_decided_and_done`, for callers that answer with what was written."""
-        return self._decided_and_done(decide, adopt=adopt)[1]
+        return self._decided_and_done(decide, adopt=adopt, batched=batched)[1]
 
     def _decided_and_done(
         self,
@@ -359,31 +366,57 @@ class ControlPlane:
         *,
         adopt: str | None = None,
         wake: bool = True,
+        batched: bool = False,
     ) -> tuple[Decision, Commit]:
         """Decide on the live state, write what the step touched, keep it, carry out its effects.
 
         `adopt`: an instance the decision is about, brought back into the live state if it had
         left it (a resume of a stopped instance). `wake`: whether the loop may need waking (a
-        request may have moved the next deadline; the loop's own tick need not wake itself)."""
+        request may have moved the next deadline; the loop's own tick need not wake itself).
+        `batched`: written together with the other requests waiting for the lock meanwhile
+        (`app.commit_batcher`: group commit), with the same answer and errors as alone."""
         if self.standby:
             raise Unavailable(
                 "this server is a standby: another server on the same store leads",
                 hint="send requests to the leading server, or stop it and this one takes over",
             )
+        apply = partial(self._applied, decide, adopt)
+        if batched:
+            decision, commit = self._batcher.submit(apply)
+        else:
+            decision, commit = self._decided_alone(apply)
+        self._run_entries(commit.outbox)
+        if wake and self._moves_wake(decision.step.wake_at):
+            self.wake.set()
+        return decision, commit
+
+    def _decided_alone(self, apply: Callable[[], Applied[Decided]]) -> Decided:
+        """Decide and write one request; after a `StaleWrite` (the memory disagrees with the
+        store) the live state is loaded again and the decision made again."""
         for attempt in range(MAX_ATTEMPTS):
             with self._lock:
                 try:
-                    decision, commit = self._decided(decide, adopt)
+                    applied = apply()
+                    self._write(applied.commit)
                 except StaleWrite:
-                    self._drop_live()  # memory disagrees with the store: reload
+                    self._drop_live()
                     if attempt == MAX_ATTEMPTS - 1:
                         raise
                     continue
-            self._run_entries(commit.outbox)
-            if wake and self._moves_wake(decision.step.wake_at):
-                self.wake.set()
-            return decision, commit
+                applied.landed()
+                return applied.value
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write(self, commit: Commit) -> None:
+        """Write a decision's (or a batch's) commit; if it fails the live state, which holds the
+        decision already, is dropped (a `StaleWrite`, or not known whether it landed)."""
+        if is_empty(commit):
+            return
+        try:
+            self.store.commit(commit)
+        except BaseException:
+            self._drop_live()
+            raise
 
     def _moves_wake(self, wake_at: Timestamp | None) -> bool:
         """Whether a request's step brings the next deadline before the one the loop sleeps
@@ -396,9 +429,11 @@ class ControlPlane:
         self._planned_wake_at = wake_at
         return True
 
-    def _decided(
+    def _applied(
         self, decide: Callable[[EngineState, Timestamp], Decision], adopt: str | None
-    ) -> tuple[Decision, Commit]:
+    ) -> Applied[Decided]:
+        """Decide on the live state and keep the result there, not yet written (the caller
+        writes it, or drops the live state if the write fails). Under the decision lock."""
         live, meter = self._loaded()
         if adopt is not None and adopt not in live.state.instances:
             live.adopt(self.store.instance(adopt))
@@ -411,24 +446,16 @@ class ControlPlane:
                 live.let_go(adopt)
             raise
         commit = live.commit_for(decision, now)
-        if not is_empty(commit):
-            try:
-                self.store.commit(commit)
-            except StaleWrite:
-                raise
-            except BaseException:
-                self._drop_live()  # not known whether it landed: reload
-                raise
         before = live.state.instances
         gone = live.committed(decision, commit)
         if adopt is not None:
             live.let_go(adopt)  # a request that left it where it was (a repeated delete)
-        self.recent_runs.closed(before, (w.state for w in commit.instances))
         meter.touched(live.state, decision.step.touched.instances)
         meter.left(gone)
         meter.nodes_left(n.state for n in commit.nodes if n.state.status is NodeStatus.REMOVED)
         meter.volumes_written(commit.volumes)
-        return decision, commit
+        closed = partial(self.recent_runs.closed, before, [w.state for w in commit.instances])
+        return Applied((decision, commit), commit, closed)
 
     def _run_entries(self, entries: Sequence[OutboxEntry]) -> None:
         """Carry out a commit's own effects, right after it."""
