@@ -20,8 +20,10 @@ Figures (one line each; `--json FILE` writes them all):
 - `takeover`: a new process opens the store, builds the plane and makes its first decision
   (its first `tick()`, after `load()` if the plane has one); RSS is that process's;
 - `http-launch`: POST /v1/instances from `--clients` concurrent httpx clients (the real API under
-  uvicorn, with the reconcile loop leading); `http-list`: GET /v1/instances of an account with
-  10 instances while the others hold everything else;
+  uvicorn, with the reconcile loop leading; its note gives the CPU per launch of the server
+  process, without PostgreSQL's own, and of the clients' process, and how many launches a store
+  commit carried on average, where the plane has group commit); `http-list`: GET /v1/instances
+  of an account with 10 instances while the others hold everything else;
 - `idle-empty`, `idle-live`: % of one core the process uses over `--idle-s` of wall time with
   the reconcile loop running and no requests, on an empty store and on the seeded one.
 
@@ -35,6 +37,7 @@ import argparse
 import gc
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -376,6 +379,9 @@ def http(wired: Wired, runtime: BenchRuntime, where: Where, args: Any, report: R
         # The clients run in a process of their own, as real clients do: in this one they
         # would share the server's interpreter lock and slow it down.
         job = {"url": url, "keys": keys, "n": args.http_launches, "budget_s": args.budget_s}
+        cpu0, children0 = time.process_time(), children_cpu_s()
+        batcher = getattr(wired.plane, "_batcher", None)  # group commit, where the plane has it
+        batches0 = (batcher.batches, batcher.carried) if batcher is not None else None
         child = subprocess.run(
             [sys.executable, __file__, "--clients-child"],
             input=json.dumps(job),
@@ -385,7 +391,13 @@ def http(wired: Wired, runtime: BenchRuntime, where: Where, args: Any, report: R
         )
         result = json.loads(child.stdout)
         lat, errors, wall = result["lat"], result["errors"], result["wall"]
-        note = f"{args.clients} clients"
+        server_ms = 1000 * (time.process_time() - cpu0) / max(1, len(lat))
+        client_ms = 1000 * (children_cpu_s() - children0) / max(1, len(lat))
+        note = f"{args.clients} clients; cpu/launch: server {server_ms:.2f} ms"
+        note += f", clients {client_ms:.2f} ms"
+        if batcher is not None and batches0 is not None:
+            batches = batcher.batches - batches0[0]
+            note += f"; {(batcher.carried - batches0[1]) / max(1, batches):.1f} per commit"
         if errors:
             note += f"; {len(errors)} errors, the first: {errors[0]}"
         report.add("http-launch", where, lat, wall, note=note)
@@ -404,6 +416,12 @@ def http(wired: Wired, runtime: BenchRuntime, where: Where, args: Any, report: R
 
             lat, wall = sample(listing, args.list, args.budget_s)
         report.add("http-list", where, lat, wall, note="10 of the account's instances")
+
+
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's finished children (the clients)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def clients_child() -> None:

@@ -125,6 +125,10 @@ class ControlPlane:
         # not the fleet. The loop clears this once it holds the lead.
         self.standby = False
         self._live: LiveState | None = None  # loaded at the first decision after taking the lead
+        # What readers see: the live state as of the last decision *written*. A batch's decisions
+        # are kept in the live state before their joint write (`app.commit_batcher`), and a
+        # reader must not see one that may yet fail to land.
+        self._view: EngineState | None = None
         self._planned_wake_at: Timestamp | None = None  # the deadline the loop sleeps towards
         self._meter: Meter | None = None
         self._kept_holds: Mapping[PoolKey, OnDemandHold] = {}  # across a reload of the state
@@ -159,7 +163,7 @@ class ControlPlane:
                 live.state = replace(live.state, holds=self._kept_holds)
                 interval_s, now = self.config.metering_interval_s, self.clock.now()
                 self._meter = Meter.load(self.store, live, interval_s, now)
-                self._live = live
+                self._live, self._view = live, live.state
             finally:
                 if collecting:
                     gc.enable()
@@ -174,18 +178,19 @@ class ControlPlane:
     def _drop_live(self) -> None:
         if self._live is not None:
             self._kept_holds = self._live.state.holds
-        self._live, self._meter = None, None
+        self._live, self._meter, self._view = None, None, None
 
     def snapshot(self) -> EngineState:
-        """The engine state as of the last decision: immutable, so readers need no lock. A
-        standby reads the store instead (it keeps no live state)."""
+        """The engine state as of the last decision written: immutable, so readers need no lock.
+        A standby reads the store instead (it keeps no live state)."""
         if self.standby:
             return self._standby_view()
-        live = self._live
-        if live is None:
-            with self._lock:
+        view = self._view
+        if view is None:
+            with self._lock:  # held by no batch in flight: the live state is all written
                 live, _ = self._loaded()
-        return live.state
+                view = self._view = live.state
+        return view
 
     def _standby_view(self) -> EngineState:
         """A standby's reads share one load of the live rows for `STANDBY_VIEW_S` (a load costs
@@ -230,6 +235,7 @@ class ControlPlane:
             hold_s = self.config.scheduler.on_demand_hold_s
             holds = with_refusal(live.state.holds, pool, gpus, self.clock.now(), hold_s)
             live.state = replace(live.state, holds=MappingProxyType(holds))
+            self._view = live.state  # under the lock: no decision is waiting for its write
         self.wake.set()  # the loop must tick when the hold ends
 
     def stop(self, instance_id: str) -> StoredInstance:
@@ -454,8 +460,13 @@ class ControlPlane:
         meter.left(gone)
         meter.nodes_left(n.state for n in commit.nodes if n.state.status is NodeStatus.REMOVED)
         meter.volumes_written(commit.volumes)
-        closed = partial(self.recent_runs.closed, before, [w.state for w in commit.instances])
-        return Applied((decision, commit), commit, closed)
+        state, written = live.state, [w.state for w in commit.instances]
+
+        def landed() -> None:
+            self.recent_runs.closed(before, written)
+            self._view = state
+
+        return Applied((decision, commit), commit, landed)
 
     def _run_entries(self, entries: Sequence[OutboxEntry]) -> None:
         """Carry out a commit's own effects, right after it."""
@@ -479,7 +490,8 @@ class ControlPlane:
             entries = entries_of()
             if not entries:
                 return
-            instances = self._live.state.instances if self._live is not None else None
+            view = self._view  # what was written: a start a batch in flight moves still applies
+            instances = view.instances if view is not None else None
             applying = [e for e in entries if instances is None or self._applies(e, instances)]
             outcome = self._carry_out(applying)
             now = self.clock.now()
