@@ -21,9 +21,10 @@ Figures (one line each; `--json FILE` writes them all):
   (its first `tick()`, after `load()` if the plane has one); RSS is that process's;
 - `http-launch`: POST /v1/instances from `--clients` concurrent httpx clients (the real API under
   uvicorn, with the reconcile loop leading; its note gives the CPU per launch of the server
-  process, without PostgreSQL's own, and of the clients' process, and how many launches a store
-  commit carried on average, where the plane has group commit); `http-list`: GET /v1/instances
-  of an account with 10 instances while the others hold everything else;
+  process, without PostgreSQL's own, and of the clients' process, without its start-up, and how
+  many launches a store commit carried on average, where the plane has group commit);
+  `http-list`: GET /v1/instances of an account with 10 instances while the others hold
+  everything else;
 - `idle-empty`, `idle-live`: % of one core the process uses over `--idle-s` of wall time with
   the reconcile loop running and no requests, on an empty store and on the seeded one.
 
@@ -37,7 +38,6 @@ import argparse
 import gc
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -379,7 +379,7 @@ def http(wired: Wired, runtime: BenchRuntime, where: Where, args: Any, report: R
         # The clients run in a process of their own, as real clients do: in this one they
         # would share the server's interpreter lock and slow it down.
         job = {"url": url, "keys": keys, "n": args.http_launches, "budget_s": args.budget_s}
-        cpu0, children0 = time.process_time(), children_cpu_s()
+        cpu0 = time.process_time()
         batcher = getattr(wired.plane, "_batcher", None)  # group commit, where the plane has it
         batches0 = (batcher.batches, batcher.carried) if batcher is not None else None
         child = subprocess.run(
@@ -392,7 +392,7 @@ def http(wired: Wired, runtime: BenchRuntime, where: Where, args: Any, report: R
         result = json.loads(child.stdout)
         lat, errors, wall = result["lat"], result["errors"], result["wall"]
         server_ms = 1000 * (time.process_time() - cpu0) / max(1, len(lat))
-        client_ms = 1000 * (children_cpu_s() - children0) / max(1, len(lat))
+        client_ms = 1000 * result["cpu"] / max(1, len(lat))
         note = f"{args.clients} clients; cpu/launch: server {server_ms:.2f} ms"
         note += f", clients {client_ms:.2f} ms"
         if batcher is not None and batches0 is not None:
@@ -418,20 +418,15 @@ def http(wired: Wired, runtime: BenchRuntime, where: Where, args: Any, report: R
         report.add("http-list", where, lat, wall, note="10 of the account's instances")
 
 
-def children_cpu_s() -> float:
-    """CPU seconds (user + system) of this process's finished children (the clients)."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
-
-
 def clients_child() -> None:
     """The HTTP clients: one thread and one connection each, launching until `n` launches or
-    the budget; prints their latencies (s), errors and wall time as JSON."""
+    the budget; prints their latencies (s), errors, wall time and CPU time (s: from the first
+    request on, the process's start-up left out) as JSON."""
     job = json.loads(sys.stdin.read())
     lat: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
-    started = time.perf_counter()
+    started, cpu0 = time.perf_counter(), time.process_time()
     deadline = started + job["budget_s"]
     body = {"gpu": GPU, "type": "interruptible", "command": list(COMMAND)}
 
@@ -456,7 +451,8 @@ def clients_child() -> None:
         th.start()
     for th in threads:
         th.join()
-    print(json.dumps({"lat": lat, "errors": errors, "wall": time.perf_counter() - started}))
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
+    print(json.dumps({"lat": lat, "errors": errors, "wall": wall, "cpu": cpu}))
 
 
 def idle(plane: ControlPlane, where: Where, name: str, seconds: float, report: Report) -> None:

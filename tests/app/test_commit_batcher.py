@@ -214,3 +214,49 @@ def test_a_joined_commit_writes_every_part() -> None:
     assert len(one.metered_through) == 3
     assert keys_of(one) == set().union(*(keys_of(p) for p in parts))
     assert joined(parts[:1]) is parts[0]
+
+
+class CountingLock:
+    """An RLock that counts how often threads other than the test's take it."""
+
+    def __init__(self) -> None:
+        self.inner = threading.RLock()
+        self.owner = threading.get_ident()
+        self.taken_by_others = 0
+
+    def __enter__(self) -> None:
+        self.inner.acquire()
+        if threading.get_ident() != self.owner:
+            self.taken_by_others += 1
+
+    def __exit__(self, *_: object) -> None:
+        self.inner.release()
+
+
+def test_a_request_settled_by_a_batch_returns_without_taking_the_lock_again() -> None:
+    lock = CountingLock()
+    writes: list[int] = []
+
+    def alone(apply: Callable[[], Applied[int]]) -> int:
+        raise AssertionError("no write is stale here")
+
+    batcher = CommitBatcher[int](lock, lambda c: writes.append(len(c.events)), alone)
+
+    def apply_of(i: int) -> Callable[[], Applied[int]]:
+        commit = Commit(events=[EventRecord(f"e{i}", 0, "a", "x", "o", "t", "r", "m")])
+        return lambda: Applied(i, commit, lambda: None)
+
+    results: list[int | None] = [None] * 5
+    threads = [
+        threading.Thread(target=lambda i=i: results.__setitem__(i, batcher.submit(apply_of(i))))
+        for i in range(5)
+    ]
+    with lock:  # a tick, say
+        for i, t in enumerate(threads):
+            t.start()
+            wait_until(lambda n=i + 1: len(batcher._queue) == n, what="queued")
+    for t in threads:
+        t.join(timeout=60)
+    assert results == [0, 1, 2, 3, 4]
+    assert writes == [5]
+    assert lock.taken_by_others == 1  # the leader, once: the others were woken, not queued

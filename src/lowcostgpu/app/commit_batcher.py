@@ -6,12 +6,12 @@ With many clients, each waiting for the lock while one commits, the commit is th
 Databases reach high commit rates by writing the transactions that queue up meanwhile as one;
 this does the same for the plane's requests.
 
-How: a request puts its ticket in the queue and takes the decision lock. Whoever gets the lock
-first leads: it takes every ticket queued, decides them one after another on the live state
-(each on what the previous one left, kept in memory but not yet written: `Applied`), writes
-all their commits as one store commit, then settles each ticket. A ticket whose request was
-decided by another leader is found settled when its own thread gets the lock, and returns.
-Each request keeps its own semantics:
+How: a request puts its ticket in the queue. If no leader is at work it leads: it takes the
+decision lock and then every ticket queued by then, decides them one after another on the live
+state (each on what the previous one left, kept in memory but not yet written: `Applied`),
+writes all their commits as one store commit, then settles each ticket, which wakes its thread.
+Meanwhile new tickets queue up; the leader hands the lead to the first of them when it is done,
+and that thread takes them all as the next batch. Each request keeps its own semantics:
 
 - its own errors: a request whose decision fails (no capacity, a bad volume) is settled with
   its error and leaves the live state as it was; the others go on;
@@ -59,26 +59,34 @@ class Applied(Generic[T]):
 
 
 class _Ticket(Generic[T]):
-    __slots__ = ("apply", "done", "error", "value")
+    __slots__ = ("apply", "done", "error", "value", "woken")
 
     def __init__(self, apply: Callable[[], Applied[T]]) -> None:
         self.apply = apply
         self.done = False
         self.value: T | None = None
         self.error: BaseException | None = None
+        self.woken = threading.Event()  # settled, or made the next leader
 
     def succeed(self, value: T) -> None:
         self.value, self.done = value, True
+        self.woken.set()
 
     def fail(self, error: BaseException) -> None:
         self.error, self.done = error, True
+        self.woken.set()
 
 
 class CommitBatcher(Generic[T]):
-    """`submit` decides a request, joined with the others waiting for `lock` into one write.
+    """`submit` decides a request, joined with the others waiting meanwhile into one write.
 
+    One leader at a time takes the queue and `lock` (the decision lock, which unbatched
+    decisions such as the loop's tick take too); the others wait on their own ticket, so that
+    a request settled by a batch returns at once rather than queueing for the lock behind the
+    next batch. A leader done with its batch hands the lead to the first ticket queued since.
     `write`: writes a commit (and drops the live state if that fails). `alone`: decides and
     writes one request the plain way, retrying after a `StaleWrite` (called with `lock` held).
+    `submit` must not be called with `lock` held (it would wait for a leader that needs it).
     """
 
     def __init__(
@@ -92,6 +100,7 @@ class CommitBatcher(Generic[T]):
         self._alone = alone
         self._queue: list[_Ticket[T]] = []
         self._queue_lock = threading.Lock()
+        self._leading = False  # whether a leader is at work (or woken to be): under _queue_lock
         self.batches = 0  # joint writes so far, and the requests they carried (for the bench)
         self.carried = 0
 
@@ -100,24 +109,36 @@ class CommitBatcher(Generic[T]):
         ticket = _Ticket(apply)
         with self._queue_lock:
             self._queue.append(ticket)
-        with self._lock:
-            if not ticket.done:
-                self._lead()
-        assert ticket.done  # queued before the lock was taken: settled by this or another lead
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            ticket.woken.wait()
+        if not ticket.done:  # the lead is this thread's: its ticket is in the queue it takes
+            self._lead()
+        assert ticket.done
         if ticket.error is not None:
             raise ticket.error
         return ticket.value  # type: ignore[return-value]
 
     def _lead(self) -> None:
-        with self._queue_lock:
-            batch, self._queue = self._queue, []
+        """Take the lock, then the queue: what queued while the lock was busy (a tick) joins."""
+        batch: list[_Ticket[T]] = []
         try:
-            self._decide_all(batch)
+            with self._lock:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._decide_all(batch)
         except BaseException as exc:  # the leader's thread is going down: nobody is left waiting
             for ticket in batch:
                 if not ticket.done:
                     ticket.fail(exc)
             raise
+        finally:
+            with self._queue_lock:
+                if self._queue:
+                    self._queue[0].woken.set()  # not settled: it leads the next batch
+                else:
+                    self._leading = False
 
     def _decide_all(self, batch: list[_Ticket[T]]) -> None:
         group: list[tuple[_Ticket[T], Applied[T]]] = []
