@@ -49,6 +49,7 @@ from lowcostgpu.core.lifecycle import (
     DeleteRequested,
     LifecycleEvent,
     ResumeRequested,
+    SignalSent,
     StartFailed,
     StopRequested,
 )
@@ -461,6 +462,18 @@ class ControlPlane:
             dropped = [e.key for e in entries if e not in applying]
             self.store.mark_done([*outcome.done, *dropped], now)
         self._give_up(after)
+        self._stamp(outcome.signalled)
+
+    def _stamp(self, signalled: Sequence[tuple[str, SignalSent]]) -> None:
+        """The drains whose SIGTERM went out count their grace from it (`core.drain`
+        `signal_stamp`). A failure here leaves the decision's deadline (what the workload was
+        told): logged, not raised, like a crash between the signal and this write."""
+        if not signalled or self.standby:
+            return
+        try:
+            self._decide(lambda state, now: Decision(engine.signals_sent(state, signalled, now)))
+        except Exception as exc:  # the signal is out; only the stamp is lost
+            log.warning("the SIGTERM times of %d drain(s) not recorded: %s", len(signalled), exc)
 
     @staticmethod
     def _applies(entry: OutboxEntry, instances: Mapping[str, Any]) -> bool:

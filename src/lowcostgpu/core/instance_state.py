@@ -62,6 +62,7 @@ class InstanceState:
     started_at: Timestamp | None = None
     notice_at: Timestamp | None = None
     deadline: Timestamp | None = None
+    signal_sent_at: Timestamp | None = None  # the drain's SIGTERM, once it moved the deadline
     drain_reason: DrainReason | None = None
     preempted_for: str | None = None
     stop_requested: bool = False  # a stop asked during an interruption: no requeue after it

@@ -32,6 +32,7 @@ from lowcostgpu.core.drain import (
     Placed,
     Reclaimed,
     ResumeRequested,
+    SignalSent,
     StartFailed,
     Step,
     StopRequested,
@@ -42,6 +43,7 @@ from lowcostgpu.core.drain import (
     drain_data,
     open_drain,
     preempted_message,
+    signal_stamp,
 )
 from lowcostgpu.core.effects import Effect, EmitEvent, KillWorkload, SignalWorkload, StartWorkload
 from lowcostgpu.core.instance_state import (
@@ -72,6 +74,7 @@ __all__ = [
     "Reclaimed",
     "ResumeRequested",
     "Run",
+    "SignalSent",
     "StartFailed",
     "Step",
     "StopRequested",
@@ -124,6 +127,8 @@ def _dispatch(s: InstanceState, event: LifecycleEvent, now: Timestamp) -> Result
             return _resume(s, now)
         case DeleteRequested():
             return _delete(s, now)
+        case SignalSent():
+            return _signal_sent(s, event), []
         case DeadlineCheck():
             return _deadline(s, now)
     raise InvalidRequest(f"instance {s.id}: unknown event {event!r}")  # pragma: no cover
@@ -155,6 +160,7 @@ def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> Result:
         started_at=None,
         notice_at=None,
         deadline=None,
+        signal_sent_at=None,
         drain_reason=None,
         preempted_for=None,
         exit_code=None,
@@ -303,6 +309,15 @@ def _stop(s: InstanceState, now: Timestamp) -> Result:
     words = f"stopping: SIGTERM sent, SIGKILL in {s.grace_period_s} s if still running"
     data = drain_data(window, for_subject=None, lost_gpu_s=0, reason="stop")
     return _begin_drain(s, instance_event(s, Reason.STOPPING, words, now, **data), now)
+
+
+def _signal_sent(s: InstanceState, ev: SignalSent) -> InstanceState:
+    """The drain's SIGTERM really went out at `ev.at`: the grace counts from then
+    (`drain.signal_stamp`). A report about another allocation, or after the drain, is stale."""
+    if s.status not in DRAINING or s.allocation_id != ev.allocation_id:
+        return s
+    moved = signal_stamp(s.deadline, s.signal_sent_at, s.grace_period_s, ev)
+    return s if moved is None else replace(s, deadline=moved, signal_sent_at=ev.at)
 
 
 def _deadline(s: InstanceState, now: Timestamp) -> Result:
