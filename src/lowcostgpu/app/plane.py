@@ -15,7 +15,6 @@ import gc
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import partial
@@ -36,7 +35,13 @@ from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
 from lowcostgpu.app.live import LiveState
 from lowcostgpu.app.meter import Meter, pass_commits
 from lowcostgpu.app.recent_runs import RecentRuns
-from lowcostgpu.app.runtime_reports import changing_reports, held, merged, node_exits
+from lowcostgpu.app.runtime_reports import (
+    ReportObserver,
+    changing_reports,
+    held,
+    merged,
+    node_exits,
+)
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.drain import interruption_notice
@@ -130,6 +135,7 @@ class ControlPlane:
         self._standby_state: tuple[Timestamp, EngineState] | None = None  # (loaded at, state)
         self.checkpoint_ages = CheckpointAges()  # what the fairness policy charges non-reporters
         self.recent_runs = RecentRuns()  # how fast each pool turns over: the queue's ETA
+        self.observer = ReportObserver()  # which runtime reports a tick takes in
         self.clusters = ClusterService(
             store=store,
             ids=ids,
@@ -170,6 +176,7 @@ class ControlPlane:
             self._drop_live()
 
     def _drop_live(self) -> None:
+        self.observer.missed()  # the state loaded next may not be what the changes were after
         if self._live is not None:
             self._kept_holds = self._live.state.holds
         self._live, self._meter = None, None
@@ -275,7 +282,7 @@ class ControlPlane:
     def step(self) -> Timestamp | None:
         """Take in what the runtime reports, fire due deadlines, schedule; then act. Returns
         when the loop must step again at the latest."""
-        reports = self.runtime.observe()
+        reports = self.observer.reports(self.runtime, self.clock.now())
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             changing = changing_reports(state, reports)
@@ -283,9 +290,13 @@ class ControlPlane:
             step = merged(step, node_exits(step.state, reports, now, self.config.scheduler))
             return Decision(step)
 
-        step = self._decide(decide, wake=False)
+        try:
+            step = self._decide(decide, wake=False)
+        except BaseException:
+            self.observer.missed()  # the reports taken in were not acted on
+            raise
         self._planned_wake_at = step.wake_at
-        self._forget_orphans(step.state, reports)
+        self.observer.keep(self._forget_orphans(step.state, reports))
         self.run_outbox()
         return step.wake_at
 
@@ -322,19 +333,25 @@ class ControlPlane:
         balances = {a: self.store.balance(a) for a in accounts}
         return billing.charges(records, self.catalog, balances, self.config.low_balance_usd, now)
 
-    def _forget_orphans(self, state: EngineState, reports: list[WorkloadReport]) -> None:
+    def _forget_orphans(
+        self, state: EngineState, reports: list[WorkloadReport]
+    ) -> list[WorkloadReport]:
         """A workload no instance holds any more is never left behind: killed, then forgotten.
-        Cost: O(reports)."""
+        Returns those not forgotten yet, tried again at the next tick. Cost: O(reports)."""
+        left = []
         for report in reports:
             if held(state, report):
                 continue
             try:
                 if report.phase in ("starting", "running"):
                     self.runtime.kill(report.allocation_id)
-                with suppress(Conflict):  # still dying: forgotten at a later tick, once exited
-                    self.runtime.forget(report.allocation_id)
+                self.runtime.forget(report.allocation_id)
+            except Conflict:  # still dying: forgotten at a later tick, once exited
+                left.append(report)
             except Exception as exc:  # one workload's failing kill stops no tick: tried again
                 log.warning("orphan %s not killed yet: %s", report.allocation_id, exc)
+                left.append(report)
+        return left
 
     # Deciding and writing ------------------------------------------------------------------------
 
