@@ -9,10 +9,11 @@ from collections.abc import Sequence
 import pytest
 from plane_world import World
 
+from lowcostgpu.app.clusters import ClusterRequest
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.domain.events import Reason
-from lowcostgpu.domain.status import InstanceStatus
+from lowcostgpu.domain.status import InstanceStatus, NodeStatus
 from lowcostgpu.ports.store import Commit, OutboxEntry
 
 _I = InstanceStatus
@@ -123,3 +124,30 @@ def test_a_stamp_that_is_lost_leaves_the_decisions_deadline() -> None:
     d.w.clock.at = d.decided_at + GRACE
     d.w.plane.tick()
     assert d.killed()
+
+
+@pytest.mark.parametrize(("offset_s", "removed"), [(-1, False), (0, True)])
+def test_a_cluster_node_drained_late_is_removed_at_its_pods_sigterm_plus_grace(
+    offset_s: int, removed: bool
+) -> None:
+    w = World()
+    request = ClusterRequest("acme", "a100-sxm4", 4, 1, 4, grace_period_s=GRACE)
+    c = w.plane.clusters.create_cluster(request).cluster.id
+    w.tick()
+    (victim,) = [n.id for n in w.plane.clusters.get_cluster(c).nodes if n.preemptible]
+    run = w.plane._carry_out
+
+    def late(entries: Sequence[OutboxEntry]) -> Outcome:
+        if any(e.kind == "SignalWorkload" for e in entries):
+            w.clock.advance(11)
+        return run(entries)
+
+    w.plane._carry_out = late
+    decided = w.clock.now()
+    w.plane.launch(LaunchRequest("acme", "a100-sxm4", "on-demand", 4, command=("serve",)))
+    (node,) = [n.state for n in w.store.nodes(include_removed=True) if n.state.id == victim]
+    assert (node.status, node.deadline) == (NodeStatus.CORDONED, decided + 11 + GRACE)
+    w.clock.at = decided + 11 + GRACE + offset_s
+    w.plane.tick()
+    (node,) = [n.state for n in w.store.nodes(include_removed=True) if n.state.id == victim]
+    assert (node.status is NodeStatus.REMOVED) is removed

@@ -157,7 +157,7 @@ class LocalRuntime:
         for allocation_id in reaped:  # their shims ended: reap ours now, not at an O(n) sweep
             proc = self._shims.get(allocation_id)
             if proc is not None and proc.poll() is not None:
-                del self._shims[allocation_id]
+                self._shims.pop(allocation_id, None)
         return self._changes.since(cursor)
 
     def _shim_pid(self, allocation_id: str) -> int | None:
@@ -185,7 +185,7 @@ class LocalRuntime:
             )
         proc = self._shims.get(allocation_id)  # reaped now if it has ended (O(1), not a sweep)
         if proc is not None and proc.poll() is not None:
-            del self._shims[allocation_id]
+            self._shims.pop(allocation_id, None)
         shutil.rmtree(alloc_dir, ignore_errors=True)
         self._changes.forgotten(allocation_id)
 
@@ -271,7 +271,7 @@ class LocalRuntime:
     def _reap(self) -> None:
         for allocation_id, proc in list(self._shims.items()):
             if proc.poll() is not None:
-                del self._shims[allocation_id]
+                self._shims.pop(allocation_id, None)  # another thread may have reaped it
 
     def _drop_stale_claims(self) -> None:
         cutoff = time.time() - _CLAIM_MAX_AGE_S
