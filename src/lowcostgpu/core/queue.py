@@ -108,7 +108,10 @@ class _Free:
 
     def _top(self, size: int) -> int:
         """The most free GPUs on one host of `size`, as this pass sees them."""
-        top = next((e[0] for e in reversed(self.sized[size]) if e[1] not in self.changed), 0)
+        index = self.sized[size]
+        if not self.changed:  # as the pass starts (once per engine input): the index's last
+            return index.last[-1][0] if index.last else 0
+        top = next((e[0] for e in reversed(index) if e[1] not in self.changed), 0)
         extra = self.extra.get(size)
         return max(top, extra[-1][0]) if extra else top
 

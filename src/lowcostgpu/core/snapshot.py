@@ -205,6 +205,9 @@ class FleetSnapshot:
     # Per pool, (host size, least host id of that size) by size: the host a reservation falls
     # back on when no host big enough has free GPUs. The hosts never change in a snapshot.
     pool_sizes: Mapping[PoolKey, tuple[Entry, ...]] = field(default_factory=dict)
+    # Per pool, (free GPUs, reclaimable GPUs) summed over its hosts: what a refusal quotes,
+    # kept by each update from the hosts it changed instead of summed over the pool's hosts.
+    pool_totals: Mapping[PoolKey, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -253,6 +256,13 @@ class FleetSnapshot:
                 for p, ids in pool_hosts.items()
             },
             pool_sizes={p: tuple(sorted(sizes.items())) for p, sizes in pool_sizes.items()},
+            pool_totals={
+                p: (
+                    sum(states[h].free for h in ids),
+                    sum(states[h].reclaimable_gpus for h in ids),
+                )
+                for p, ids in pool_hosts.items()
+            },
         )
 
     # Reading -----------------------------------------------------------------------------------
@@ -316,11 +326,20 @@ class FleetSnapshot:
         hosts = self.hosts.mutate()
         pool_free = dict(self.pool_free)
         pool_by_mark = dict(self.pool_by_mark)
+        pool_totals: dict[PoolKey, tuple[int, int]] | None = None  # copied on first change
         for host_id, allocs in changes.items():
             old = hosts[host_id]
             state = old.with_allocations(allocs)
             hosts[host_id] = state
             pool = state.host.pool
+            if old.free != state.free or old.reclaimable_gpus != state.reclaimable_gpus:
+                if pool_totals is None:
+                    pool_totals = dict(self.pool_totals)
+                free, reclaimable = pool_totals[pool]
+                pool_totals[pool] = (
+                    free + state.free - old.free,
+                    reclaimable + state.reclaimable_gpus - old.reclaimable_gpus,
+                )
             if old.free != state.free:
                 sized = dict(pool_free[pool])
                 size = state.host.gpu_count
@@ -333,12 +352,13 @@ class FleetSnapshot:
             old_mark, new_mark = old.mark_entry(), state.mark_entry()
             if old_mark != new_mark:
                 pool_by_mark[pool] = _moved(pool_by_mark[pool], old_mark, new_mark)
-        return self._with(hosts.finish(), self.queues, pool_free, pool_by_mark)
+        totals = self.pool_totals if pool_totals is None else pool_totals
+        return self._with(hosts.finish(), self.queues, pool_free, pool_by_mark, totals)
 
     def with_queue(self, pool: PoolKey, queue: TicketQueue) -> FleetSnapshot:
         queues = dict(self.queues)
         queues[pool] = queue
-        return self._with(self.hosts, queues, self.pool_free, self.pool_by_mark)
+        return self._with(self.hosts, queues, self.pool_free, self.pool_by_mark, self.pool_totals)
 
     def _with(
         self,
@@ -346,6 +366,7 @@ class FleetSnapshot:
         queues: Mapping[PoolKey, TicketQueue],
         pool_free: Mapping[PoolKey, Mapping[int, Index]],
         pool_by_mark: Mapping[PoolKey, Index],
+        pool_totals: Mapping[PoolKey, tuple[int, int]],
     ) -> FleetSnapshot:
         """`replace` of what an update changes, without its walk over the fields (one per
         update, and updates are most of an engine step)."""
@@ -357,6 +378,7 @@ class FleetSnapshot:
             pool_by_mark=pool_by_mark,
             pool_largest_host=self.pool_largest_host,
             pool_sizes=self.pool_sizes,
+            pool_totals=pool_totals,
         )
 
 

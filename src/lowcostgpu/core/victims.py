@@ -287,24 +287,25 @@ def _cheapest_once(
     min_runtime_s: int,
     shield: Shield | None,
     pure: bool,
-) -> VictimChoice | None:
-    """`cheapest_on_host`, remembered on the host state for the moment `now` when the policy's
-    cost is `pure_cost` (a function of the allocation and `now` only): requests that come in a
-    burst at one moment (retries, a batch of launches) search again the hosts that the one
-    before did not change, and get the same answer. Measured in the simulator's overloaded
-    10,000-GPU world, 99 % of the host searches were such repeats."""
-    if not pure:
-        return cheapest_on_host(host, gpus_needed, now, policy, min_runtime_s, shield)
-    memo = host.searches_at(now)
-    key = (gpus_needed, min_runtime_s, id(policy))
-    seen = memo.get(key)
-    if seen is not None:
-        seen_policy, choice = cast(tuple[VictimPolicy, VictimChoice | None], seen)
-        if seen_policy is policy:
-            return choice
+) -> tuple[_Key, VictimChoice] | None:
+    """`cheapest_on_host` with its choice's key, remembered on the host state for the moment
+    `now` when the policy's cost is `pure_cost` (a function of the allocation and `now` only):
+    requests that come in a burst at one moment (retries, a batch of launches) search again the
+    hosts that the one before did not change, and get the same answer. Measured in the
+    simulator's overloaded 10,000-GPU world, 99 % of the host searches were such repeats."""
+    if pure:
+        memo = host.searches_at(now)
+        key = (gpus_needed, min_runtime_s, id(policy))
+        seen = memo.get(key)
+        if seen is not None:
+            seen_policy, found = cast("_Remembered", seen)
+            if seen_policy is policy:
+                return found
     choice = cheapest_on_host(host, gpus_needed, now, policy, min_runtime_s, shield)
-    memo[key] = (policy, choice)
-    return choice
+    result = None if choice is None else (choice.key, choice)
+    if pure:
+        memo[key] = (policy, result)
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +322,8 @@ class VictimSearch:
 
 
 _Key = tuple[int, int, int, Timestamp, tuple[str, ...], str]
+# What a host state remembers of one search (`_cheapest_once`): the policy, and the choice.
+_Remembered = tuple[VictimPolicy, tuple[_Key, VictimChoice] | None]
 
 
 def _tail_floor(
@@ -416,7 +419,7 @@ def choose_victims(
                     skipped, skipped_bound = skipped + 1, min(skipped_bound, order)
                 else:
                     bound = policy.lower_bound(upcoming, deficit, now, cutoff)
-                    if _beaten(best_key, bound, ()):
+                    if best_key is not None and _beaten(best_key, bound, ()):
                         skipped, skipped_bound = skipped + 1, min(skipped_bound, bound)
                     else:
                         heappush(heap, (bound, fewest, recency, upcoming.host.id, upcoming))
@@ -425,23 +428,23 @@ def choose_victims(
                 order = policy.order_bound(upcoming, min_deficit, now)
             continue
         bound, fewest, recency, _, state = heappop(heap)
-        if _beaten(best_key, bound, (fewest, recency)):  # and so is every host left in the heap
-            skipped, skipped_bound = skipped + len(heap) + 1, min(skipped_bound, bound)
-            heap.clear()
-            continue
-        deficit = gpus_needed - state.free
-        if best_key is not None and _beaten(
-            best_key, bound, _tail_floor(state, deficit, cutoff, gpu_floor, now, best_key)
-        ):
-            skipped, skipped_bound = skipped + 1, min(skipped_bound, bound)  # ties, and loses
-            continue
-        choice = _cheapest_once(state, gpus_needed, now, policy, min_runtime_s, shield, pure)
-        if choice is not None:
-            key = choice.key  # built once per choice (a sort of the victims' ids)
-            found.append((key, choice))
-            if best is None or key < best[0]:
-                best = (key, choice)
-                best_key = key if choice.protected == 0 else None
+        if best_key is not None:
+            if _beaten(best_key, bound, (fewest, recency)):  # and every host left in the heap
+                skipped, skipped_bound = skipped + len(heap) + 1, min(skipped_bound, bound)
+                heap.clear()
+                continue
+            deficit = gpus_needed - state.free
+            if _beaten(
+                best_key, bound, _tail_floor(state, deficit, cutoff, gpu_floor, now, best_key)
+            ):
+                skipped, skipped_bound = skipped + 1, min(skipped_bound, bound)  # ties, loses
+                continue
+        keyed = _cheapest_once(state, gpus_needed, now, policy, min_runtime_s, shield, pure)
+        if keyed is not None:
+            found.append(keyed)
+            if best is None or keyed[0] < best[0]:
+                best = keyed
+                best_key = keyed[0] if keyed[1].protected == 0 else None
     found.sort(key=itemgetter(0))
     choices = tuple(choice for _, choice in found)
     return VictimSearch(choices, skipped, skipped_bound if skipped else None)
