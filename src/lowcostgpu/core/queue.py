@@ -33,6 +33,7 @@ def schedule_queue(snapshot: FleetSnapshot, now: Timestamp, config: SchedulerCon
 
 
 ON_DEMAND_HOLD = "on-demand hold"  # the subject named by a hold's reservation
+_NOTHING = Plan()
 
 
 def schedule_pool(
@@ -42,11 +43,15 @@ def schedule_pool(
     config: SchedulerConfig,
     hold: OnDemandHold | None = None,
 ) -> Plan:
+    held = hold is not None and hold.until > now
+    if not held and not any(snapshot.pool_free.get(pool, {}).values()):
+        return _NOTHING  # no free GPU in the pool: a full fleet's every input, O(host sizes)
     queue = snapshot.queue(pool)
     free = _Free(snapshot, pool)
     placements: list[Placement] = []
     reservations: list[Reservation] = []
-    if hold is not None and hold.until > now:
+    if held:
+        assert hold is not None
         _hold_back(free, pool, hold.gpus, ON_DEMAND_HOLD, reservations)
     head_seen = False
     examined_after_head = 0

@@ -141,7 +141,10 @@ class HostState:
             held.update(indices)
             if a.capacity_class is not _INTERRUPTIBLE or a.draining:
                 continue
-            start, mark, gpus = a.started_at, a.progress_mark, len(indices)
+            start, checkpoint, gpus = a.started_at, a.last_checkpoint_at, len(indices)
+            mark = (
+                checkpoint if checkpoint is not None and checkpoint > start else start
+            )  # .progress_mark
             gpu_marks += [(mark, start)] * gpus
             candidate_marks.append((a.id, start, mark, gpus))
             sizes.append(gpus)

@@ -222,7 +222,9 @@ class Work:
         if self.clusters:
             self.reconcile(now)
         self.holds = active(self.holds, now)
-        self.carry_out(_queue_pass(self.fleet, now, config, self.holds), now)
+        plan = _queue_pass(self.fleet, now, config, self.holds)
+        if plan:  # an empty plan changes nothing
+            self.carry_out(plan, now)
         if self.clusters:
             self.reconcile(now)
 
