@@ -142,9 +142,8 @@ class HostState:
             if a.capacity_class is not _INTERRUPTIBLE or a.draining:
                 continue
             start, checkpoint, gpus = a.started_at, a.last_checkpoint_at, len(indices)
-            mark = (
-                checkpoint if checkpoint is not None and checkpoint > start else start
-            )  # .progress_mark
+            # `a.progress_mark`, inline: the last checkpoint if after the start, else the start
+            mark = checkpoint if checkpoint is not None and checkpoint > start else start
             gpu_marks += [(mark, start)] * gpus
             candidate_marks.append((a.id, start, mark, gpus))
             sizes.append(gpus)
