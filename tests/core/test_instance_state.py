@@ -44,6 +44,7 @@ CHANGES: dict[str, Any] = {
     "started_at": 10,
     "notice_at": 11,
     "deadline": 12,
+    "signal_sent_at": 13,
     "drain_reason": "stop",
     "preempted_for": "od-1",
     "stop_requested": True,

@@ -111,6 +111,7 @@ def evolve(
     started_at: Timestamp | _Keep | None = KEEP,
     notice_at: Timestamp | _Keep | None = KEEP,
     deadline: Timestamp | _Keep | None = KEEP,
+    signal_sent_at: Timestamp | _Keep | None = KEEP,
     drain_reason: DrainReason | _Keep | None = KEEP,
     preempted_for: str | _Keep | None = KEEP,
     stop_requested: bool | _Keep = KEEP,
@@ -151,6 +152,7 @@ def evolve(
     _set(new, "started_at", s.started_at if started_at is KEEP else started_at)
     _set(new, "notice_at", s.notice_at if notice_at is KEEP else notice_at)
     _set(new, "deadline", s.deadline if deadline is KEEP else deadline)
+    _set(new, "signal_sent_at", s.signal_sent_at if signal_sent_at is KEEP else signal_sent_at)
     _set(new, "drain_reason", s.drain_reason if drain_reason is KEEP else drain_reason)
     _set(new, "preempted_for", s.preempted_for if preempted_for is KEEP else preempted_for)
     _set(new, "stop_requested", s.stop_requested if stop_requested is KEEP else stop_requested)

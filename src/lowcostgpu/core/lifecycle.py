@@ -327,7 +327,7 @@ def _signal_sent(s: InstanceState, ev: SignalSent) -> InstanceState:
     if s.status not in DRAINING or s.allocation_id != ev.allocation_id:
         return s
     moved = signal_stamp(s.deadline, s.signal_sent_at, s.grace_period_s, ev)
-    return s if moved is None else replace(s, deadline=moved, signal_sent_at=ev.at)
+    return s if moved is None else evolve(s, deadline=moved, signal_sent_at=ev.at)
 
 
 def _deadline(s: InstanceState, now: Timestamp) -> Result:
