@@ -8,13 +8,16 @@ A fleet of `--hosts` 8-GPU hosts in one pool (eu-west/a100-sxm4, the shipped cat
 straight into a real `SqlStore` (see bench/plane_support.py) with `--running` running 1-GPU
 instances (a fifth on-demand, the rest interruptible) and `--queued` queued interruptible ones,
 plus `--history` finished instances of other accounts (half succeeded, half deleted). The
-runtime reports every workload at every tick, as `LocalRuntime` does (`FakeRuntime`, whose
-workloads exit on SIGTERM like the templates). The clock is a `FixedClock` the bench advances
-(1 s per tick; fixed during a burst of launches) so that ticks are deterministic and comparable
-between runs; the idle figure of an empty server uses the wall clock, as `serve` does.
+runtime reports like `LocalRuntime` does (`FakeRuntime`, whose workloads exit on SIGTERM like
+the templates): every workload at `observe`, and what changed at `changes_since`. The clock is
+a `FixedClock` the bench advances (1 s per tick; fixed during a burst of launches) so that
+ticks are deterministic and comparable between runs; the idle figure of an empty server uses
+the wall clock, as `serve` does.
 
 Figures (one line each; `--json FILE` writes them all):
-- `tick`: one `plane.tick()` with every running workload reporting (`tick-first`: the first one);
+- `tick`: one `plane.step()` with every running workload reporting (`tick-first`: the first
+  tick), as at the loop's full look; `tick-changes`: one with only what changed reported, as
+  between full looks (`app.runtime_reports.ReportObserver`);
 - `launch-int`: `plane.launch` of a 1-GPU interruptible instance (the fleet is full: queued);
 - `launch-od`: `plane.launch` of a 1-GPU on-demand instance that reclaims interruptible work;
 - `takeover`: a new process opens the store, builds the plane and makes its first decision
@@ -235,13 +238,24 @@ def ticks(plane: ControlPlane, clock: FixedClock, where: Where, args: Any, repor
     gc.freeze()  # what a server does once the live state is loaded (ControlPlane._loaded)
     report.add("tick-first", where, [time.perf_counter() - t], time.perf_counter() - t)
     step = getattr(plane, "step", plane.tick)  # the decision step, without the metering pass
+    observer = getattr(plane, "observer", None)
 
     def one() -> None:
         clock.advance(1)
+        if observer is not None:
+            observer.missed()  # every workload reported, as at a full look (app.runtime_reports)
         step()
 
     lat, wall = sample(one, args.ticks, args.budget_s)
     report.add("tick", where, lat, wall, note=f"{len(plane.runtime.observe())} reporting")
+    if observer is not None:
+
+        def changes() -> None:
+            clock.advance(1)
+            step()
+
+        lat, wall = sample(changes, args.ticks, args.budget_s)
+        report.add("tick-changes", where, lat, wall, note="only what changed is reported")
     meter_if_due = getattr(plane, "meter_if_due", None)
     if meter_if_due is None:
         return

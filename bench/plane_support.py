@@ -62,12 +62,19 @@ class BenchRuntime(FakeRuntime):
         self._terminating.add(allocation_id)
 
     def observe(self) -> list[WorkloadReport]:
-        if self._terminating:
-            running = set(self.running())
-            for allocation_id in sorted(self._terminating & running):
+        self._leave()
+        return super().observe()
+
+    def changes_since(self, cursor: int | None) -> tuple[list[WorkloadReport], int]:
+        self._leave()
+        return super().changes_since(cursor)
+
+    def _leave(self) -> None:
+        """The workloads told to stop have checkpointed and exited by the next look."""
+        for allocation_id in sorted(self._terminating):
+            if self.phase_of(allocation_id) == "running":
                 self.finish(allocation_id, 0)
         self._terminating.clear()
-        return super().observe()
 
     def adopt(self, states: Sequence[InstanceState]) -> None:
         """Workloads that run already (seeded, or found by a runtime after a restart)."""

@@ -3,7 +3,8 @@
 A fake workload runs from `start` until the test ends it (`finish`, `lose`) or the runtime kills
 it: `signal` only records the SIGTERM (a real workload decides what to do with it), `kill` ends it
 with 137 (128 + SIGKILL, as `LocalRuntime` reports a death by signal). Reports are level-triggered
-exactly like the real runtime's: every `observe` returns every workload until `forget`.
+exactly like the real runtime's: every `observe` returns every workload until `forget`, and
+`changes_since` the ones whose report changed (`ports.runtime.ChangeReporting`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class FakeRuntime:
         self._missing = frozenset(missing_commands)
         self._workloads: dict[str, _Workload] = {}
         self._logs: dict[str, str] = {}
+        self._seq = 0  # bumped at each change of a report
+        self._changed: dict[str, int] = {}  # allocation → seq of its last change, oldest first
 
     # -- the port ----------------------------------------------------------------------------
 
@@ -56,6 +59,7 @@ class FakeRuntime:
             report = replace(report, phase="start_failed", reason=reason)
         self._workloads[start.allocation_id] = _Workload(start, report)
         self._logs.setdefault(start.allocation_id, "")
+        self._touch(start.allocation_id)
 
     def signal(self, allocation_id: str, signal: Literal["SIGTERM"]) -> None:
         if signal != "SIGTERM":
@@ -73,6 +77,16 @@ class FakeRuntime:
     def observe(self) -> list[WorkloadReport]:
         return [self._workloads[a].report for a in sorted(self._workloads)]
 
+    def changes_since(self, cursor: int | None) -> tuple[list[WorkloadReport], int]:
+        if cursor is None:
+            return self.observe(), self._seq
+        changed = []
+        for allocation_id, seq in reversed(self._changed.items()):  # newest first: O(changes)
+            if seq <= cursor:
+                break
+            changed.append(allocation_id)
+        return [self._workloads[a].report for a in sorted(changed)], self._seq
+
     def forget(self, allocation_id: str) -> None:
         workload = self._workloads.get(allocation_id)
         if workload is None:
@@ -84,6 +98,7 @@ class FakeRuntime:
                 hint="signal or kill it, and forget it once observe() reports it exited",
             )
         del self._workloads[allocation_id]
+        self._changed.pop(allocation_id, None)
 
     def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:
         if allocation_id not in self._logs:
@@ -115,6 +130,11 @@ class FakeRuntime:
     def start_calls(self, allocation_id: str) -> int:
         return self._workload(allocation_id).start_calls
 
+    def phase_of(self, allocation_id: str) -> str | None:
+        """The workload's phase, or None for one never started or forgotten."""
+        workload = self._workloads.get(allocation_id)
+        return None if workload is None else workload.report.phase
+
     def running(self) -> list[str]:
         return [a for a, w in sorted(self._workloads.items()) if w.report.phase == "running"]
 
@@ -131,6 +151,13 @@ class FakeRuntime:
         workload.report = replace(
             workload.report, phase="exited", exit_code=exit_code, reason=reason, at=self._now()
         )
+        self._touch(allocation_id)
+
+    def _touch(self, allocation_id: str) -> None:
+        """The allocation's report changed: it moves to the newest end of `_changed`."""
+        self._seq += 1
+        self._changed.pop(allocation_id, None)
+        self._changed[allocation_id] = self._seq
 
 
 class FakeVolumes:

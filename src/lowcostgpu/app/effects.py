@@ -2,6 +2,10 @@
 
 Whatever one entry raises is that entry's failure (`Outcome.failed`): the others are carried out
 all the same, and the plane writes the failure on the entry and retries it (`core.retries`).
+
+A drain's SIGTERM is recorded with the time it was really sent (`Outcome.signalled`): the plane
+stamps the drain's deadline from it (`core.drain.signal_stamp`), so the workload's grace counts
+from the signal it received, however late the effect ran.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from dataclasses import dataclass, field
 from lowcostgpu.app.tokens import Tokens
 from lowcostgpu.core.effects import NODE_EFFECT_KINDS
 from lowcostgpu.core.instance_state import InstanceState
+from lowcostgpu.core.lifecycle import SignalSent
 from lowcostgpu.core.retries import FailureKind, RetryPolicy, Verdict, after_failure
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import LowcostgpuError, Unavailable
 from lowcostgpu.domain.status import InstanceStatus
+from lowcostgpu.ports.clock import Clock
 from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.runtime import Runtime, Volumes, WorkloadStart
 from lowcostgpu.ports.store import OutboxEntry, OutboxFailure, Store
@@ -46,8 +52,12 @@ class Failure:
 
 @dataclass
 class Outcome:
+    """What a run carried out: the keys done, the failures, and the SIGTERMs sent (subject id
+    and `SignalSent`, the time read once the signal was out: never before it)."""
+
     done: list[str] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)
+    signalled: list[tuple[str, SignalSent]] = field(default_factory=list)
 
 
 def failure_kind(exc: Exception) -> FailureKind:
@@ -135,8 +145,12 @@ class EffectRunner:
         tokens: Tokens,
         metadata_url: str,
         nodes: NodeProvider,
+        clock: Clock | None = None,
     ) -> None:
+        """`clock`: when a SIGTERM was sent (`Outcome.signalled`); without one, no drain is
+        stamped and each keeps the deadline of its decision."""
         self.store = store
+        self.clock = clock
         self.runtime = runtime
         self.volumes = volumes
         self.tokens = tokens
@@ -154,6 +168,10 @@ class EffectRunner:
                 outcome.failed.append(Failure(entry, error_text(exc), failure_kind(exc), exc))
             else:
                 outcome.done.append(entry.key)
+                if entry.kind == "SignalWorkload" and self.clock is not None:
+                    p = entry.payload
+                    sent = SignalSent(str(p["allocation_id"]), self.clock.now())
+                    outcome.signalled.append((str(p["subject_id"]), sent))
         return outcome
 
     def _one(self, entry: OutboxEntry) -> None:

@@ -15,7 +15,6 @@ import gc
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import partial
@@ -37,7 +36,13 @@ from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
 from lowcostgpu.app.live import LiveState
 from lowcostgpu.app.meter import Meter, pass_commits
 from lowcostgpu.app.recent_runs import RecentRuns
-from lowcostgpu.app.runtime_reports import changing_reports, held, merged, node_exits
+from lowcostgpu.app.runtime_reports import (
+    ReportObserver,
+    changing_reports,
+    held,
+    merged,
+    node_exits,
+)
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.drain import interruption_notice
@@ -50,6 +55,7 @@ from lowcostgpu.core.lifecycle import (
     DeleteRequested,
     LifecycleEvent,
     ResumeRequested,
+    SignalSent,
     StartFailed,
     StopRequested,
 )
@@ -136,6 +142,7 @@ class ControlPlane:
         self._standby_state: tuple[Timestamp, EngineState] | None = None  # (loaded at, state)
         self.checkpoint_ages = CheckpointAges()  # what the fairness policy charges non-reporters
         self.recent_runs = RecentRuns()  # how fast each pool turns over: the queue's ETA
+        self.observer = ReportObserver()  # which runtime reports a tick takes in
         self.clusters = ClusterService(
             store=store,
             ids=ids,
@@ -176,6 +183,7 @@ class ControlPlane:
             self._drop_live()
 
     def _drop_live(self) -> None:
+        self.observer.missed()  # the state loaded next may not be what the changes were after
         if self._live is not None:
             self._kept_holds = self._live.state.holds
         self._live, self._meter, self._view = None, None, None
@@ -283,7 +291,7 @@ class ControlPlane:
     def step(self) -> Timestamp | None:
         """Take in what the runtime reports, fire due deadlines, schedule; then act. Returns
         when the loop must step again at the latest."""
-        reports = self.runtime.observe()
+        reports = self.observer.reports(self.runtime, self.clock.now())
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             changing = changing_reports(state, reports)
@@ -291,9 +299,13 @@ class ControlPlane:
             step = merged(step, node_exits(step.state, reports, now, self.config.scheduler))
             return Decision(step)
 
-        step = self._decide(decide, wake=False)
+        try:
+            step = self._decide(decide, wake=False)
+        except BaseException:
+            self.observer.missed()  # the reports taken in were not acted on
+            raise
         self._planned_wake_at = step.wake_at
-        self._forget_orphans(step.state, reports)
+        self.observer.keep(self._forget_orphans(step.state, reports))
         self.run_outbox()
         return step.wake_at
 
@@ -330,19 +342,25 @@ class ControlPlane:
         balances = {a: self.store.balance(a) for a in accounts}
         return billing.charges(records, self.catalog, balances, self.config.low_balance_usd, now)
 
-    def _forget_orphans(self, state: EngineState, reports: list[WorkloadReport]) -> None:
+    def _forget_orphans(
+        self, state: EngineState, reports: list[WorkloadReport]
+    ) -> list[WorkloadReport]:
         """A workload no instance holds any more is never left behind: killed, then forgotten.
-        Cost: O(reports)."""
+        Returns those not forgotten yet, tried again at the next tick. Cost: O(reports)."""
+        left = []
         for report in reports:
             if held(state, report):
                 continue
             try:
                 if report.phase in ("starting", "running"):
                     self.runtime.kill(report.allocation_id)
-                with suppress(Conflict):  # still dying: forgotten at a later tick, once exited
-                    self.runtime.forget(report.allocation_id)
+                self.runtime.forget(report.allocation_id)
+            except Conflict:  # still dying: forgotten at a later tick, once exited
+                left.append(report)
             except Exception as exc:  # one workload's failing kill stops no tick: tried again
                 log.warning("orphan %s not killed yet: %s", report.allocation_id, exc)
+                left.append(report)
+        return left
 
     # Deciding and writing ------------------------------------------------------------------------
 
@@ -500,6 +518,18 @@ class ControlPlane:
             dropped = [e.key for e in entries if e not in applying]
             self.store.mark_done([*outcome.done, *dropped], now)
         self._give_up(after)
+        self._stamp(outcome.signalled)
+
+    def _stamp(self, signalled: Sequence[tuple[str, SignalSent]]) -> None:
+        """The drains whose SIGTERM went out count their grace from it (`core.drain`
+        `signal_stamp`). A failure here leaves the decision's deadline (what the workload was
+        told): logged, not raised, like a crash between the signal and this write."""
+        if not signalled or self.standby:
+            return
+        try:
+            self._decide(lambda state, now: Decision(engine.signals_sent(state, signalled, now)))
+        except Exception as exc:  # the signal is out; only the stamp is lost
+            log.warning("the SIGTERM times of %d drain(s) not recorded: %s", len(signalled), exc)
 
     @staticmethod
     def _applies(entry: OutboxEntry, instances: Mapping[str, Any]) -> bool:

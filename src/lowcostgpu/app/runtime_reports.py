@@ -1,12 +1,17 @@
 """What the runtime reported, as the engine's input: only reports that change something.
 
-The local runtime reports every workload at every poll (level-triggered, so nothing is lost in a
-crash). Most of those reports repeat what the live state already says; they are dropped here
-without touching the engine, so that a tick costs what changed, not what runs.
+Runtimes report level-triggered (every workload at every `observe`, so nothing is lost in a
+crash). At 10,000 workloads, taking in and filtering every report costs ~13 ms a tick, which is
+all an idle server does; so the loop asks a runtime that can say it only for what changed since
+its last look (`ReportObserver`, `ports.runtime.ChangeReporting`), and for everything only when
+it must: at the first tick after the live state was (re)loaded, after a tick that failed (what
+it had taken in was not written), and every `FULL_REPORT_EVERY_S`. The reports it takes in that
+repeat what the live state says are dropped without touching the engine (`changing_reports`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from lowcostgpu.core import cluster_engine
@@ -15,7 +20,51 @@ from lowcostgpu.core.lifecycle import LifecycleEvent, StartFailed, WorkloadExite
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.runtime import WorkloadReport
+from lowcostgpu.ports.runtime import Runtime, WorkloadReport
+
+log = logging.getLogger(__name__)
+FULL_REPORT_EVERY_S = 300  # a full look at the runtime at least this often, changes or not
+
+
+class ReportObserver:
+    """Which reports a tick takes in: every one, or only the changes (see the module docstring).
+
+    Orphans that could not be forgotten yet (`keep`) are handed in again at the next tick: a
+    runtime that reports only changes would not repeat them."""
+
+    def __init__(self, full_every_s: int = FULL_REPORT_EVERY_S) -> None:
+        self.full_every_s = full_every_s
+        self._cursor: int | None = None
+        self._runtime: Runtime | None = None  # whose cursor it is
+        self._full_at: Timestamp | None = None
+        self._kept: dict[str, WorkloadReport] = {}
+
+    def reports(self, runtime: Runtime, now: Timestamp) -> list[WorkloadReport]:
+        """What the tick takes in: O(changes + kept) between full looks."""
+        changes_since = getattr(runtime, "changes_since", None)
+        if changes_since is None:
+            return runtime.observe()
+        due = self._full_at is None or now - self._full_at >= self.full_every_s
+        if runtime is not self._runtime or due:
+            self._cursor = None
+        full = self._cursor is None
+        reports, self._cursor = changes_since(self._cursor)
+        self._runtime = runtime
+        if full:
+            self._full_at, self._kept = now, {}
+            return list(reports)
+        if not self._kept:
+            return list(reports)
+        merged = {**self._kept, **{r.allocation_id: r for r in reports}}
+        return [merged[a] for a in sorted(merged)]
+
+    def missed(self) -> None:
+        """What was taken in was not acted on (a failed tick, a reload): look at everything."""
+        self._cursor = None
+
+    def keep(self, orphans: Sequence[WorkloadReport]) -> None:
+        """Orphans not forgotten yet: handed in again at the next tick."""
+        self._kept = {r.allocation_id: r for r in orphans}
 
 
 def changing_reports(

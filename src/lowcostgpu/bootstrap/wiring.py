@@ -51,6 +51,7 @@ def wire(
         tokens=tokens,
         metadata_url=metadata_url,
         nodes=nodes or PlaceholderNodes(),  # Kubernetes passes its own (`bootstrap.serve`)
+        clock=clock,  # a drain's grace counts from its SIGTERM really sent
     )
     plane = ControlPlane(
         store=store,

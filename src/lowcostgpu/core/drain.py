@@ -2,7 +2,16 @@
 
 T+0: notice (SIGTERM, `Preempted` or `Stopping`/`Cordoned`), GPU billing stops. T+grace: SIGKILL
 for whatever still runs. The timing rules live here once (`open_drain`, `deadline_due`,
-`drain_data`) so that an instance and a node can never disagree about when a deadline falls due.
+`drain_data`, `signal_stamp`) so that an instance and a node can never disagree about when a
+deadline falls due.
+
+The grace counts from the SIGTERM the workload really receives, not from the decision: the
+decision sets the deadline to decision time + grace, and when the shell has carried out the
+`SignalWorkload` it reports `SignalSent`, which moves the deadline to sent + grace if that is
+later (`signal_stamp`): a late effect (a slow commit, a retry after a runtime outage) never
+shortens the grace. The move happens once per allocation (`signal_sent_at` records it), so a
+replayed signal does not push the deadline again; a crash before the report leaves the
+decision's deadline, which the workload had been told already.
 
 Like a Kopf handler, a step never sleeps: it returns `wake_at`, the time at which the shell must
 call again with `DeadlineCheck`. Durable deadlines live in the store, not in a sleeping task.
@@ -111,6 +120,15 @@ class DeleteRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class SignalSent:
+    """The shell has sent the drain's SIGTERM to `allocation_id` at `at` (see the module
+    docstring): the deadline becomes at least `at` + grace."""
+
+    allocation_id: str
+    at: Timestamp
+
+
+@dataclass(frozen=True, slots=True)
 class DeadlineCheck:
     """The timer the shell set from a previous step's `wake_at` has fired."""
 
@@ -128,6 +146,7 @@ LifecycleEvent = (
     | StopRequested
     | ResumeRequested
     | DeleteRequested
+    | SignalSent
     | DeadlineCheck
 )
 
@@ -165,6 +184,22 @@ class DrainWindow:
 def open_drain(now: Timestamp, grace_period_s: int) -> DrainWindow:
     """T+0 is now; T+grace is the deadline at which SIGKILL is sent."""
     return DrainWindow(notice_at=now, deadline=now + grace_period_s)
+
+
+def signal_stamp(
+    deadline: Timestamp | None,
+    signal_sent_at: Timestamp | None,
+    grace_period_s: int,
+    sent: SignalSent,
+) -> Timestamp | None:
+    """The deadline a draining subject gets from its SIGTERM really sent at `sent.at`, or None
+    when it keeps the one it has: it was stamped already (once per allocation: a replayed
+    signal does not extend it again), or `sent.at` + grace is not later (a deadline is never
+    brought forward, so the workload is never told less than it was)."""
+    if deadline is None or signal_sent_at is not None:
+        return None
+    moved = sent.at + grace_period_s
+    return moved if moved > deadline else None
 
 
 def deadline_due(deadline: Timestamp | None, now: Timestamp) -> bool:

@@ -72,6 +72,7 @@ __all__ = [
     "refused",
     "report",
     "report_many",
+    "signals_sent",
     "state_from_instances",
     "tick",
 ]
@@ -293,3 +294,19 @@ def refused(
     holds = with_refusal(state.holds, pool, gpus, now, config.on_demand_hold_s)
     new = replace(state, holds=Map(holds))
     return EngineStep(new, (), next_wake(new), NOTHING)
+
+
+def signals_sent(
+    state: EngineState, sent: Sequence[tuple[str, lifecycle.SignalSent]], now: Timestamp
+) -> EngineStep:
+    """The shell has sent these drains' SIGTERMs (subject id, when): each draining instance or
+    node counts its grace from its own (`drain.signal_stamp`: a deadline only ever moves later,
+    once per allocation). Subjects that left, or moved on, are skipped. No queue pass: nothing
+    is freed. Cost: O(len(sent) · log n)."""
+    work = Work(state)
+    for subject_id, event in sent:
+        if subject_id in work.instances:
+            work.advance(subject_id, event, now)
+        elif subject_id in work.nodes:
+            work.advance_node(subject_id, event, now)
+    return work.done()

@@ -23,6 +23,7 @@ from lowcostgpu.core.instance_state import DRAINING, InstanceState
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.core.overlay import as_map
 from lowcostgpu.core.snapshot import FleetSnapshot
+from lowcostgpu.core.sorted_chunks import SortedChunks
 from lowcostgpu.domain.capacity import PoolKey, Timestamp
 from lowcostgpu.domain.errors import NotFound
 from lowcostgpu.domain.status import ClusterStatus, NodeStatus
@@ -55,6 +56,11 @@ class StateIndex:
     instance_deadlines: Map[str, Timestamp] = field(default_factory=Map)
     node_deadlines: Map[str, Timestamp] = field(default_factory=Map)
     cluster_nodes: Map[str, frozenset[str]] = field(default_factory=Map)
+    # The instance deadlines again as sorted (deadline, id): `next_wake` reads the first one
+    # instead of taking the least of every draining instance's (thousands in a reclaim storm).
+    instance_deadline_order: SortedChunks[tuple[Timestamp, str]] = field(
+        default_factory=SortedChunks
+    )
 
     def describes(
         self, instances: Mapping[str, InstanceState], nodes: Mapping[str, NodeState]
@@ -77,6 +83,7 @@ def build_index(
         Map(deadlines),
         Map(node_deadlines),
         Map({c: frozenset(ids) for c, ids in by_cluster.items()}),
+        SortedChunks.of((d, i) for i, d in deadlines.items()),
     )
 
 
@@ -170,13 +177,13 @@ class EngineStep:
 
 def next_wake(state: EngineState) -> Timestamp | None:
     """The earliest grace deadline still open, or the end of a hold (its GPUs go back to the
-    queue then): when `tick` must run at the latest. O(draining + holds), from the index."""
+    queue then): when `tick` must run at the latest. O(cordoned nodes + holds), from the index."""
     index = state.index
-    firsts = [
-        min(times)
-        for times in (index.instance_deadlines.values(), index.node_deadlines.values())
-        if times
-    ]
+    firsts = []
+    if index.instance_deadline_order:
+        firsts.append(index.instance_deadline_order.chunks[0][0][0])
+    if index.node_deadlines:
+        firsts.append(min(index.node_deadlines.values()))
     if state.holds:
         firsts.append(min(hold.until for hold in state.holds.values()))
     return min(firsts, default=None)

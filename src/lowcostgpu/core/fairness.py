@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import ClassVar, Final
 
 from lowcostgpu.core.snapshot import HostState
 from lowcostgpu.core.victims import NO_UNPROTECTED_SET
@@ -88,6 +88,7 @@ class FairLeastWorkLost:
     # age (0: flat): among non-reporters the youngest, which truly lose least, go first.
     older_non_reporter_per_s: int = 30
     name: str = "fair-least-work-lost"
+    pure_cost: ClassVar[bool] = True  # `core.victims.VictimPolicy`
 
     def __post_init__(self) -> None:
         for field_name in (

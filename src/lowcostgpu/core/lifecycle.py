@@ -20,8 +20,6 @@ Decisions this module makes (see DESIGN.md "The drain sequence"):
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from lowcostgpu.core.drain import (
     CheckpointReported,
     CompletionReported,
@@ -32,6 +30,7 @@ from lowcostgpu.core.drain import (
     Placed,
     Reclaimed,
     ResumeRequested,
+    SignalSent,
     StartFailed,
     Step,
     StopRequested,
@@ -42,6 +41,7 @@ from lowcostgpu.core.drain import (
     drain_data,
     open_drain,
     preempted_message,
+    signal_stamp,
 )
 from lowcostgpu.core.effects import Effect, EmitEvent, KillWorkload, SignalWorkload, StartWorkload
 from lowcostgpu.core.instance_state import (
@@ -49,8 +49,10 @@ from lowcostgpu.core.instance_state import (
     InstanceState,
     Result,
     Run,
+    checked_status,
     checkpoint_words,
     close_run,
+    evolve,
     instance_event,
     release_gpus,
     to_status,
@@ -72,6 +74,7 @@ __all__ = [
     "Reclaimed",
     "ResumeRequested",
     "Run",
+    "SignalSent",
     "StartFailed",
     "Step",
     "StopRequested",
@@ -113,7 +116,7 @@ def _dispatch(s: InstanceState, event: LifecycleEvent, now: Timestamp) -> Result
             return _exited(s, event, now)
         case CompletionReported():
             live = s.status in INSTANCE_HOLDS_GPUS
-            return (replace(s, completed_reported=True) if live else s), []
+            return (evolve(s, completed_reported=True) if live else s), []
         case CheckpointReported():
             return _checkpoint(s, event, now)
         case Reclaimed():
@@ -124,6 +127,8 @@ def _dispatch(s: InstanceState, event: LifecycleEvent, now: Timestamp) -> Result
             return _resume(s, now)
         case DeleteRequested():
             return _delete(s, now)
+        case SignalSent():
+            return _signal_sent(s, event), []
         case DeadlineCheck():
             return _deadline(s, now)
     raise InvalidRequest(f"instance {s.id}: unknown event {event!r}")  # pragma: no cover
@@ -137,15 +142,15 @@ def _enqueue(s: InstanceState, now: Timestamp) -> Result:
         return _resume(s, now)
     if s.enqueued_at is not None:
         return s, []  # already queued: enqueueing twice changes nothing
-    s = replace(s, enqueued_at=now)
+    s = evolve(s, enqueued_at=now)
     words = f"queued in {s.pool} for {s.gpus} GPU(s) ({s.capacity_class})"
     return s, [instance_event(s, Reason.QUEUED, words, now, pool=str(s.pool), gpus=s.gpus)]
 
 
 def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> Result:
-    s = to_status(s, _I.STARTING)
-    s = replace(
+    s = evolve(
         s,
+        status=checked_status(s, _I.STARTING),
         restart_count=s.restart_count + (1 if s.placement_count > 0 else 0),
         placement_count=s.placement_count + 1,
         allocation_id=ev.allocation_id,
@@ -155,6 +160,7 @@ def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> Result:
         started_at=None,
         notice_at=None,
         deadline=None,
+        signal_sent_at=None,
         drain_reason=None,
         preempted_for=None,
         exit_code=None,
@@ -180,7 +186,7 @@ def _start_effect(s: InstanceState) -> StartWorkload:
 def _victim_released(s: InstanceState, ev: VictimReleased) -> Result:
     if s.status is not _I.STARTING or ev.allocation_id not in s.waiting_for:
         return s, []
-    s = replace(s, waiting_for=s.waiting_for - {ev.allocation_id})
+    s = evolve(s, waiting_for=s.waiting_for - {ev.allocation_id})
     return s, ([] if s.waiting_for else [_start_effect(s)])
 
 
@@ -189,7 +195,12 @@ def _started(s: InstanceState, now: Timestamp) -> Result:
         return s, []  # a late or duplicate report
     allocation_id = s.allocation_id
     assert allocation_id is not None
-    s = replace(to_status(s, _I.RUNNING), started_at=now, runs=(*s.runs, Run(allocation_id, now)))
+    s = evolve(
+        s,
+        status=checked_status(s, _I.RUNNING),
+        started_at=now,
+        runs=(*s.runs, Run(allocation_id, now)),
+    )
     if s.restart_count == 0:
         return s, [instance_event(s, Reason.STARTED, f"started on {s.host_id}", now)]
     words = f"auto-restarted (restart {s.restart_count}), resume from {checkpoint_words(s)}"
@@ -202,14 +213,14 @@ def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> Result:
         return _finish_drain(s, now)
     if s.status is not _I.STARTING:
         return s, []
-    s = replace(to_status(s, _I.FAILED), failure_reason=ev.reason)
+    s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=ev.reason)
     return release_gpus(s, [instance_event(s, Reason.FAILED, f"could not start: {ev.reason}", now)])
 
 
 def _checkpoint(s: InstanceState, ev: CheckpointReported, now: Timestamp) -> Result:
     if s.status is _I.DELETED:
         return s, []
-    s = replace(s, last_checkpoint_step=ev.step, last_checkpoint_at=now)
+    s = evolve(s, last_checkpoint_step=ev.step, last_checkpoint_at=now)
     words = f"checkpoint step {ev.step} on volume"
     return s, [instance_event(s, Reason.CHECKPOINT_REPORTED, words, now, step=ev.step)]
 
@@ -219,21 +230,21 @@ def _checkpoint(s: InstanceState, ev: CheckpointReported, now: Timestamp) -> Res
 
 def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> Result:
     if s.status in DRAINING:
-        return _finish_drain(replace(s, exit_code=ev.exit_code), now)
+        return _finish_drain(evolve(s, exit_code=ev.exit_code), now)
     if s.status is _I.STARTING and s.launched:
         s, started = _started(s, now)  # it exited before its start was seen: it did start
         s, fx = _exited(s, ev, now)
         return s, started + fx
     if s.status is not _I.RUNNING:
         return s, []  # stale: after SIGKILL the drain is already over
-    s = close_run(replace(s, exit_code=ev.exit_code), now)
+    s = close_run(evolve(s, exit_code=ev.exit_code), now)
     if s.completed_reported or ev.exit_code == 0:
         s = to_status(s, _I.SUCCEEDED)
         return release_gpus(
             s, [instance_event(s, Reason.SUCCEEDED, "succeeded", now, exit_code=ev.exit_code)]
         )
     reason = "exited without an exit code" if ev.exit_code is None else f"exited {ev.exit_code}"
-    s = replace(to_status(s, _I.FAILED), failure_reason=reason)
+    s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=reason)
     return release_gpus(
         s, [instance_event(s, Reason.FAILED, f"failed: {reason}", now, exit_code=ev.exit_code)]
     )
@@ -248,10 +259,10 @@ def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> Result:
             f"instance {s.id} is on-demand: on-demand instances are never preempted",
             hint="reclaim only interruptible allocations",
         )
-    s = to_status(s, _I.INTERRUPTING)
     window = open_drain(now, s.grace_period_s)
-    s = replace(
+    s = evolve(
         s,
+        status=checked_status(s, _I.INTERRUPTING),
         notice_at=window.notice_at,
         deadline=window.deadline,
         drain_reason="reclaim",
@@ -292,17 +303,31 @@ def _stop(s: InstanceState, now: Timestamp) -> Result:
         return s, []  # stopping twice changes nothing
     if s.status is _I.INTERRUPTING:
         words = "stop requested during the interruption: it will not be requeued"
-        s = replace(s, stop_requested=True)
+        s = evolve(s, stop_requested=True)
         return s, [instance_event(s, Reason.STOPPING, words, now)]
     if s.status in (_I.QUEUED, _I.INTERRUPTED):
         s = to_status(s, _I.STOPPED)
         return s, [instance_event(s, Reason.STOPPED, f"stopped; {checkpoint_words(s)}", now)]
-    s = to_status(s, _I.STOPPING)
     window = open_drain(now, s.grace_period_s)
-    s = replace(s, notice_at=window.notice_at, deadline=window.deadline, drain_reason="stop")
+    s = evolve(
+        s,
+        status=checked_status(s, _I.STOPPING),
+        notice_at=window.notice_at,
+        deadline=window.deadline,
+        drain_reason="stop",
+    )
     words = f"stopping: SIGTERM sent, SIGKILL in {s.grace_period_s} s if still running"
     data = drain_data(window, for_subject=None, lost_gpu_s=0, reason="stop")
     return _begin_drain(s, instance_event(s, Reason.STOPPING, words, now, **data), now)
+
+
+def _signal_sent(s: InstanceState, ev: SignalSent) -> InstanceState:
+    """The drain's SIGTERM really went out at `ev.at`: the grace counts from then
+    (`drain.signal_stamp`). A report about another allocation, or after the drain, is stale."""
+    if s.status not in DRAINING or s.allocation_id != ev.allocation_id:
+        return s
+    moved = signal_stamp(s.deadline, s.signal_sent_at, s.grace_period_s, ev)
+    return s if moved is None else evolve(s, deadline=moved, signal_sent_at=ev.at)
 
 
 def _deadline(s: InstanceState, now: Timestamp) -> Result:
@@ -346,9 +371,9 @@ def _finish_drain(s: InstanceState, now: Timestamp) -> Result:
 def _resume(s: InstanceState, now: Timestamp) -> Result:
     if s.status is _I.QUEUED:
         return s, []  # already waiting in the queue
-    s = to_status(s, _I.QUEUED)
-    s = replace(
+    s = evolve(
         s,
+        status=checked_status(s, _I.QUEUED),
         enqueued_at=s.enqueued_at if s.enqueued_at is not None else now,
         stop_requested=False,
     )

@@ -24,6 +24,7 @@ from lowcostgpu.core.drain import (
     DrainWindow,
     Placed,
     Reclaimed,
+    SignalSent,
     Step,
     StopRequested,
     VictimReleased,
@@ -33,6 +34,7 @@ from lowcostgpu.core.drain import (
     drain_data,
     open_drain,
     preempted_message,
+    signal_stamp,
 )
 from lowcostgpu.core.effects import (
     AddNode,
@@ -104,6 +106,7 @@ class NodeState:
     billed_until: Timestamp | None = None
     notice_at: Timestamp | None = None
     deadline: Timestamp | None = None
+    signal_sent_at: Timestamp | None = None  # the drain's SIGTERM, once it moved the deadline
     drain_reason: str | None = None
     preempted_for: str | None = None
     removed_at: Timestamp | None = None
@@ -136,7 +139,14 @@ class Leave:
 
 
 NodeEvent = (
-    Placed | VictimReleased | Reclaimed | Leave | StopRequested | WorkloadExited | DeadlineCheck
+    Placed
+    | VictimReleased
+    | Reclaimed
+    | Leave
+    | StopRequested
+    | WorkloadExited
+    | SignalSent
+    | DeadlineCheck
 )
 
 
@@ -231,6 +241,8 @@ def node_step(state: NodeState, event: NodeEvent, now: Timestamp) -> Step[NodeSt
             s, fx = _leave(state, DRAIN_SCALE_DOWN, now)
         case WorkloadExited():
             s, fx = _gone(state, now) if state.status is _N.CORDONED else (state, [])
+        case SignalSent():
+            s, fx = _signal_sent(state, event), []
         case DeadlineCheck():
             s, fx = _deadline(state, now)
         case _:
@@ -342,6 +354,14 @@ def _signal(s: NodeState, notice: EmitEvent, now: Timestamp) -> _Result:
         s, more = _deadline(s, now)
         fx += more
     return s, fx
+
+
+def _signal_sent(s: NodeState, ev: SignalSent) -> NodeState:
+    """The pods' SIGTERM really went out at `ev.at`: their grace counts from then."""
+    if s.status is not _N.CORDONED or s.allocation_id != ev.allocation_id:
+        return s
+    moved = signal_stamp(s.deadline, s.signal_sent_at, s.grace_period_s, ev)
+    return s if moved is None else replace(s, deadline=moved, signal_sent_at=ev.at)
 
 
 def _deadline(s: NodeState, now: Timestamp) -> _Result:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from hashlib import blake2b
-from typing import Final
+from typing import ClassVar, Final
 
 from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.snapshot import HostState
@@ -52,6 +52,7 @@ class YoungestFirst:
     """
 
     name: str = "youngest-first"
+    pure_cost: ClassVar[bool] = True  # `core.victims.VictimPolicy`
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         return alloc.runtime_s(now)
@@ -81,6 +82,7 @@ class LowestPriority:
 
     seed: int = 0
     name: str = "lowest-priority"
+    pure_cost: ClassVar[bool] = True  # `core.victims.VictimPolicy`
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         rank = min(max(alloc.priority + PRIORITY_OFFSET, 0), _PRIORITY_MAX)
@@ -105,6 +107,7 @@ class SeededRandom:
 
     seed: int = 0
     name: str = "random"
+    pure_cost: ClassVar[bool] = True  # `core.victims.VictimPolicy`
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         return seeded_draw(self.seed, alloc.id)

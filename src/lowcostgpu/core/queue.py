@@ -33,6 +33,7 @@ def schedule_queue(snapshot: FleetSnapshot, now: Timestamp, config: SchedulerCon
 
 
 ON_DEMAND_HOLD = "on-demand hold"  # the subject named by a hold's reservation
+_NOTHING = Plan()
 
 
 def schedule_pool(
@@ -42,11 +43,15 @@ def schedule_pool(
     config: SchedulerConfig,
     hold: OnDemandHold | None = None,
 ) -> Plan:
+    held = hold is not None and hold.until > now
+    if not held and not any(snapshot.pool_free.get(pool, {}).values()):
+        return _NOTHING  # no free GPU in the pool: a full fleet's every input, O(host sizes)
     queue = snapshot.queue(pool)
     free = _Free(snapshot, pool)
     placements: list[Placement] = []
     reservations: list[Reservation] = []
-    if hold is not None and hold.until > now:
+    if held:
+        assert hold is not None
         _hold_back(free, pool, hold.gpus, ON_DEMAND_HOLD, reservations)
     head_seen = False
     examined_after_head = 0
@@ -108,7 +113,10 @@ class _Free:
 
     def _top(self, size: int) -> int:
         """The most free GPUs on one host of `size`, as this pass sees them."""
-        top = next((e[0] for e in reversed(self.sized[size]) if e[1] not in self.changed), 0)
+        index = self.sized[size]
+        if not self.changed:  # as the pass starts (once per engine input): the index's last
+            return index.last[-1][0] if index.last else 0
+        top = next((e[0] for e in reversed(index) if e[1] not in self.changed), 0)
         extra = self.extra.get(size)
         return max(top, extra[-1][0]) if extra else top
 

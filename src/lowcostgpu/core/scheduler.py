@@ -92,7 +92,7 @@ def place_on_demand(
         most_free=snapshot.most_free(request.pool),
     )
     if search.best is None:
-        raise _insufficient(request, snapshot.hosts_in(request.pool))
+        raise _insufficient(request, snapshot)
     return _reclaim_plan(request, search, now, config)
 
 
@@ -176,10 +176,11 @@ def _explain(search: VictimSearch, policy: VictimPolicy, now: Timestamp, victim:
     return text
 
 
-def _insufficient(request: Request, hosts: list[HostState]) -> InsufficientCapacity:
-    free = sum(s.free for s in hosts)
-    largest_block = max((s.free for s in hosts), default=0)
-    reclaimable = sum(s.reclaimable_gpus for s in hosts)
+def _insufficient(request: Request, snapshot: FleetSnapshot) -> InsufficientCapacity:
+    """The refusal, with the pool's totals as the snapshot keeps them: O(host sizes), not a
+    sum over the pool's hosts (a refused request is often retried, in bursts)."""
+    free, reclaimable = snapshot.pool_totals.get(request.pool, (0, 0))
+    largest_block = snapshot.most_free(request.pool)
     return InsufficientCapacity(
         f"no capacity for {request.gpus} × {request.pool.gpu_type} in {request.pool.region}: "
         f"{free} GPUs free (at most {largest_block} on one host), "

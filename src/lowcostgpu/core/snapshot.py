@@ -11,19 +11,43 @@ an update copies one chunk — not a rebuild of the fleet, nor a copy of a pool'
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
+from operator import attrgetter
 
 import immutables
 
 from lowcostgpu.core.fifo import TicketQueue
 from lowcostgpu.core.sorted_chunks import SortedChunks
 from lowcostgpu.core.state import Placement, Plan, Ticket
-from lowcostgpu.domain.capacity import Allocation, Host, PoolKey, Timestamp
+from lowcostgpu.domain.capacity import Allocation, CapacityClass, Host, PoolKey, Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 
 LAST_ID = "\U0010ffff"  # sorts after any allocation id
+_INTERRUPTIBLE = CapacityClass.INTERRUPTIBLE  # `Allocation.preemptible`, without two properties
+_BY_ID: Callable[[Allocation], str] = attrgetter("id")
+
+
+class _AllGpus(dict[int, frozenset[int]]):
+    """frozenset(range(n)) for each host size n, built once per size."""
+
+    def __missing__(self, size: int) -> frozenset[int]:
+        self[size] = indices = frozenset(range(size))
+        return indices
+
+
+_ALL_GPUS = _AllGpus()
+
+
+class SearchMemo:
+    """What `HostState.searches_at` keeps: the moment, and the searches made at it."""
+
+    __slots__ = ("entries", "now")
+
+    def __init__(self) -> None:
+        self.now: Timestamp | None = None
+        self.entries: dict[Hashable, object] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +75,20 @@ class HostState:
     # a deficit here, without looking at the allocations.
     size_prefix: tuple[int, ...] = (0,)
     min_candidate_interrupted_at: Timestamp = -1
+    # The victim searches already made on this very host state (`victims.choose_victims`):
+    # made when first asked for, not part of the value.
+    _searches: SearchMemo | None = field(default=None, init=False, compare=False, repr=False)
+
+    def searches_at(self, now: Timestamp) -> dict[Hashable, object]:
+        """The victim searches made on this host state at `now` (earlier ones are dropped: a
+        memo holds one moment, so it stays as small as one burst of requests)."""
+        memo = self._searches
+        if memo is None:
+            memo = SearchMemo()
+            object.__setattr__(self, "_searches", memo)
+        if memo.now != now:
+            memo.now, memo.entries = now, {}
+        return memo.entries
 
     @property
     def newest_mark(self) -> Timestamp | None:
@@ -89,37 +127,46 @@ class HostState:
 
     @classmethod
     def of(cls, host: Host, allocations: Iterable[Allocation] = ()) -> HostState:
-        allocs = tuple(sorted(allocations, key=lambda a: a.id))
+        """Derive everything from the allocations in one pass over them: O(a · log a) for the
+        host's a allocations, run for each host a decision changes."""
+        allocs = tuple(sorted(allocations, key=_BY_ID))
         held: set[int] = set()
-        for alloc in allocs:
-            held |= alloc.gpu_indices
-        candidates = [a for a in allocs if a.preemptible and not a.draining]
-        gpu_marks = sorted(
-            ((a.progress_mark, a.started_at) for a in candidates for _ in range(a.gpus)),
-            reverse=True,
-        )
-        marks = [mark for mark, _ in gpu_marks]
-        free_indices = frozenset(range(host.gpu_count)) - held
+        gpu_marks: list[tuple[Timestamp, Timestamp]] = []
+        candidate_marks: list[tuple[str, Timestamp, Timestamp, int]] = []
+        sizes: list[int] = []
+        newest_start: Timestamp | None = None
+        least_interrupted: Timestamp | None = None
+        for a in allocs:
+            indices = a.gpu_indices
+            held.update(indices)
+            if a.capacity_class is not _INTERRUPTIBLE or a.draining:
+                continue
+            start, checkpoint, gpus = a.started_at, a.last_checkpoint_at, len(indices)
+            # `a.progress_mark`, inline: the last checkpoint if after the start, else the start
+            mark = checkpoint if checkpoint is not None and checkpoint > start else start
+            gpu_marks += [(mark, start)] * gpus
+            candidate_marks.append((a.id, start, mark, gpus))
+            sizes.append(gpus)
+            if newest_start is None or start > newest_start:
+                newest_start = start
+            interrupted = -1 if a.last_interrupted_at is None else a.last_interrupted_at
+            if least_interrupted is None or interrupted < least_interrupted:
+                least_interrupted = interrupted
+        gpu_marks.sort(reverse=True)
+        sizes.sort(reverse=True)
+        free_indices = _ALL_GPUS[host.gpu_count] - held if held else _ALL_GPUS[host.gpu_count]
         return cls(
-            host=host,
-            allocations=allocs,
-            free_indices=free_indices,
-            free=0 if host.cordoned else len(free_indices),
-            reclaimable_gpus=len(marks),
-            mark_prefix=(0, *accumulate(marks)),
-            newest_start=max((a.started_at for a in candidates), default=None),
-            gpu_marks=tuple(gpu_marks),
-            candidate_marks=tuple(
-                (a.id, a.started_at, a.progress_mark, a.gpus) for a in candidates
-            ),
-            size_prefix=(0, *accumulate(sorted((a.gpus for a in candidates), reverse=True))),
-            min_candidate_interrupted_at=min(
-                (
-                    -1 if a.last_interrupted_at is None else a.last_interrupted_at
-                    for a in candidates
-                ),
-                default=-1,
-            ),
+            host,
+            allocs,
+            free_indices,
+            0 if host.cordoned else len(free_indices),
+            len(gpu_marks),
+            (0, *accumulate(mark for mark, _ in gpu_marks)),
+            newest_start,
+            tuple(gpu_marks),
+            tuple(candidate_marks),
+            (0, *accumulate(sizes)),
+            -1 if least_interrupted is None else least_interrupted,
         )
 
     def with_allocations(self, allocations: Iterable[Allocation]) -> HostState:
@@ -160,6 +207,9 @@ class FleetSnapshot:
     # Per pool, (host size, least host id of that size) by size: the host a reservation falls
     # back on when no host big enough has free GPUs. The hosts never change in a snapshot.
     pool_sizes: Mapping[PoolKey, tuple[Entry, ...]] = field(default_factory=dict)
+    # Per pool, (free GPUs, reclaimable GPUs) summed over its hosts: what a refusal quotes,
+    # kept by each update from the hosts it changed instead of summed over the pool's hosts.
+    pool_totals: Mapping[PoolKey, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -208,6 +258,13 @@ class FleetSnapshot:
                 for p, ids in pool_hosts.items()
             },
             pool_sizes={p: tuple(sorted(sizes.items())) for p, sizes in pool_sizes.items()},
+            pool_totals={
+                p: (
+                    sum(states[h].free for h in ids),
+                    sum(states[h].reclaimable_gpus for h in ids),
+                )
+                for p, ids in pool_hosts.items()
+            },
         )
 
     # Reading -----------------------------------------------------------------------------------
@@ -271,11 +328,20 @@ class FleetSnapshot:
         hosts = self.hosts.mutate()
         pool_free = dict(self.pool_free)
         pool_by_mark = dict(self.pool_by_mark)
+        pool_totals: dict[PoolKey, tuple[int, int]] | None = None  # copied on first change
         for host_id, allocs in changes.items():
             old = hosts[host_id]
             state = old.with_allocations(allocs)
             hosts[host_id] = state
             pool = state.host.pool
+            if old.free != state.free or old.reclaimable_gpus != state.reclaimable_gpus:
+                if pool_totals is None:
+                    pool_totals = dict(self.pool_totals)
+                free, reclaimable = pool_totals[pool]
+                pool_totals[pool] = (
+                    free + state.free - old.free,
+                    reclaimable + state.reclaimable_gpus - old.reclaimable_gpus,
+                )
             if old.free != state.free:
                 sized = dict(pool_free[pool])
                 size = state.host.gpu_count
@@ -288,12 +354,34 @@ class FleetSnapshot:
             old_mark, new_mark = old.mark_entry(), state.mark_entry()
             if old_mark != new_mark:
                 pool_by_mark[pool] = _moved(pool_by_mark[pool], old_mark, new_mark)
-        return replace(self, hosts=hosts.finish(), pool_free=pool_free, pool_by_mark=pool_by_mark)
+        totals = self.pool_totals if pool_totals is None else pool_totals
+        return self._with(hosts.finish(), self.queues, pool_free, pool_by_mark, totals)
 
     def with_queue(self, pool: PoolKey, queue: TicketQueue) -> FleetSnapshot:
         queues = dict(self.queues)
         queues[pool] = queue
-        return replace(self, queues=queues)
+        return self._with(self.hosts, queues, self.pool_free, self.pool_by_mark, self.pool_totals)
+
+    def _with(
+        self,
+        hosts: immutables.Map[str, HostState],
+        queues: Mapping[PoolKey, TicketQueue],
+        pool_free: Mapping[PoolKey, Mapping[int, Index]],
+        pool_by_mark: Mapping[PoolKey, Index],
+        pool_totals: Mapping[PoolKey, tuple[int, int]],
+    ) -> FleetSnapshot:
+        """`replace` of what an update changes, without its walk over the fields (one per
+        update, and updates are most of an engine step)."""
+        return FleetSnapshot(
+            hosts=hosts,
+            pool_hosts=self.pool_hosts,
+            queues=queues,
+            pool_free=pool_free,
+            pool_by_mark=pool_by_mark,
+            pool_largest_host=self.pool_largest_host,
+            pool_sizes=self.pool_sizes,
+            pool_totals=pool_totals,
+        )
 
 
 def enqueue(snapshot: FleetSnapshot, ticket: Ticket) -> FleetSnapshot:

@@ -94,5 +94,6 @@ class SortedChunks(Generic[T]):
 
     def _replaced(self, at: int, pieces: tuple[tuple[T, ...], ...]) -> SortedChunks[T]:
         chunks = self.chunks[:at] + pieces + self.chunks[at + 1 :]
-        last = self.last[:at] + tuple(p[-1] for p in pieces) + self.last[at + 1 :]
+        ends = (pieces[0][-1],) if len(pieces) == 1 else tuple(p[-1] for p in pieces)
+        last = self.last[:at] + ends + self.last[at + 1 :]
         return SortedChunks(chunks, last)

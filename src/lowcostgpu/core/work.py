@@ -41,6 +41,7 @@ from lowcostgpu.core.snapshot import (
     enqueue,
     release,
 )
+from lowcostgpu.core.sorted_chunks import SortedChunks
 from lowcostgpu.core.state import Plan
 from lowcostgpu.domain.capacity import PoolKey, Timestamp
 from lowcostgpu.domain.errors import NotFound
@@ -57,6 +58,7 @@ class Work:
         self._instance_deadlines: Draft[str, Timestamp] | None = None
         self._node_deadlines: Draft[str, Timestamp] | None = None
         self._cluster_nodes: Draft[str, frozenset[str]] | None = None
+        self._deadline_order: SortedChunks[tuple[Timestamp, str]] | None = None
         self.instances: Draft[str, InstanceState] = Draft(state.instances, self._instance_written)
         self.clusters: Draft[str, ClusterState] = Draft(state.clusters)
         self.nodes: Draft[str, NodeState] = Draft(state.nodes, self._node_written)
@@ -90,6 +92,16 @@ class Work:
             and instance_id not in self._index.instance_deadlines
         ):
             return  # no deadline before or after: nothing to draft
+        old = self.instance_deadlines.get(instance_id)
+        if old != deadline:  # the sorted copy follows the map
+            order = self._deadline_order
+            if order is None:
+                order = self._index.instance_deadline_order
+            if old is not None:
+                order = order.removed((old, instance_id))
+            if deadline is not None:
+                order = order.inserted((deadline, instance_id))
+            self._deadline_order = order
         _keep(self.instance_deadlines, instance_id, deadline)
 
     def _node_written(self, node_id: str, node: NodeState | None) -> None:
@@ -118,6 +130,7 @@ class Work:
             _finished(self._instance_deadlines, index.instance_deadlines),
             _finished(self._node_deadlines, index.node_deadlines),
             _finished(self._cluster_nodes, index.cluster_nodes),
+            index.instance_deadline_order if self._deadline_order is None else self._deadline_order,
         )
         before = self.base.holds
         same = len(before) == len(self.holds) and all(
@@ -209,7 +222,9 @@ class Work:
         if self.clusters:
             self.reconcile(now)
         self.holds = active(self.holds, now)
-        self.carry_out(_queue_pass(self.fleet, now, config, self.holds), now)
+        plan = _queue_pass(self.fleet, now, config, self.holds)
+        if plan:  # an empty plan changes nothing
+            self.carry_out(plan, now)
         if self.clusters:
             self.reconcile(now)
 

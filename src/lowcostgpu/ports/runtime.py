@@ -4,6 +4,12 @@ Reports are level-triggered: `observe` returns what is true now for every worklo
 knows (started, exited with a code, failed to start), every time it is called. The lifecycle
 ignores a fact it has already taken into account, so a report seen twice — after a crash of the
 control plane, say — changes nothing, and no report is lost because none is consumed.
+
+A runtime may also say what changed (`ChangeReporting.changes_since`): the reports that differ
+from those of an earlier call, so that a server watching 10,000 workloads pays per tick for what
+changed, not for what runs. It is still level-triggered underneath: a cursor of None asks for
+every workload, which is what the loop does after it (re)loads its state, after a tick that
+failed, and every few minutes.
 """
 
 from __future__ import annotations
@@ -74,6 +80,19 @@ class Runtime(Protocol):
 
     def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:
         """The workload's stdout and stderr, the last `tail_bytes` of them."""
+        ...
+
+
+class ChangeReporting(Protocol):
+    """A runtime that can say which reports changed (optional: the loop falls back to
+    `observe`)."""
+
+    def changes_since(self, cursor: int | None) -> tuple[list[WorkloadReport], int]:
+        """With `cursor` None: every workload, as `observe` (and a full look at what runs).
+        Else: the workloads whose report differs from what they reported when `cursor` was
+        returned, in allocation order (a workload forgotten meanwhile is left out). With the
+        cursor for the next call. Each caller keeps its own cursor. Cost: O(changes), or
+        O(workloads) for None."""
         ...
 
 

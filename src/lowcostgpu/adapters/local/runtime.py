@@ -21,6 +21,12 @@ With a `SandboxPolicy` (what `serve` uses unless `--no-sandbox`), each workload 
 sandbox as its account's own uid, seeing only its volume or working directory (both owned by that
 uid, mode 0700), a private /tmp, the system read-only and its GPUs (sandbox.py); HOME and TMPDIR
 are /tmp there. Signals, exit codes, logs and restarts behave as without it.
+
+`observe` reads every allocation's files (O(workloads) file reads a poll). `changes_since`
+(`ports.runtime.ChangeReporting`) pays for what changed instead: an exit is an event, not a poll
+result — each running workload's shim is watched through a pidfd in one epoll set
+(`changes.ShimWatch`), and only the allocations whose shim ended, the ones still starting, the
+ones started or forgotten since, and any the watch could not take are read again.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lowcostgpu.adapters.local import shim
+from lowcostgpu.adapters.local.changes import Changes
 from lowcostgpu.adapters.local.sandbox import SandboxPolicy, SandboxUsers, own_tree, sandbox_run
 from lowcostgpu.adapters.local.state import (
     check_allocation_id,
@@ -77,6 +84,7 @@ class LocalRuntime:
         if sandbox is not None and str(self._dir) not in sandbox.hidden:
             self._sandbox = replace(sandbox, hidden=(*sandbox.hidden, str(self._dir)))
         self._users = SandboxUsers(self._dir)
+        self._changes = Changes(self._dir, self._shim_pid)
         self._drop_stale_claims()
 
     @property
@@ -120,6 +128,7 @@ class LocalRuntime:
             self._launch(alloc_dir, lock_fd)
         finally:
             os.close(lock_fd)
+        self._changes.look_again(start.allocation_id)
 
     def signal(self, allocation_id: str, signal: Literal["SIGTERM"]) -> None:
         if signal != "SIGTERM":
@@ -140,6 +149,26 @@ class LocalRuntime:
                 reports.append(found)
         return reports
 
+    def changes_since(self, cursor: int | None) -> tuple[list[WorkloadReport], int]:
+        if cursor is None:
+            reports = self.observe()
+            return reports, self._changes.seen_all(reports)
+        reaped = self._changes.refresh()
+        for allocation_id in reaped:  # their shims ended: reap ours now, not at an O(n) sweep
+            proc = self._shims.get(allocation_id)
+            if proc is not None and proc.poll() is not None:
+                self._shims.pop(allocation_id, None)
+        return self._changes.since(cursor)
+
+    def _shim_pid(self, allocation_id: str) -> int | None:
+        """The pid of the allocation's shim: ours, or the one its record names."""
+        proc = self._shims.get(allocation_id)
+        if proc is not None:
+            return proc.pid
+        record = shim.read_json(self._dir / allocation_id / shim.SHIM_RECORD)
+        pid = None if record is None else record.get("pid")
+        return pid if isinstance(pid, int) else None
+
     def forget(self, allocation_id: str) -> None:
         """Drop an ended workload's state (its log stays); refuse while anything of it runs."""
         check_allocation_id(allocation_id)
@@ -154,8 +183,11 @@ class LocalRuntime:
                 f"workload {allocation_id} is still {found.phase}; it cannot be forgotten yet",
                 hint="signal or kill it, and forget it once observe() reports it exited",
             )
-        self._reap()  # a shim still exiting stays in `_shims`, to be reaped by a later call
+        proc = self._shims.get(allocation_id)  # reaped now if it has ended (O(1), not a sweep)
+        if proc is not None and proc.poll() is not None:
+            self._shims.pop(allocation_id, None)
         shutil.rmtree(alloc_dir, ignore_errors=True)
+        self._changes.forgotten(allocation_id)
 
     def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:
         check_allocation_id(allocation_id)
@@ -239,7 +271,7 @@ class LocalRuntime:
     def _reap(self) -> None:
         for allocation_id, proc in list(self._shims.items()):
             if proc.poll() is not None:
-                del self._shims[allocation_id]
+                self._shims.pop(allocation_id, None)  # another thread may have reaped it
 
     def _drop_stale_claims(self) -> None:
         cutoff = time.time() - _CLAIM_MAX_AGE_S
