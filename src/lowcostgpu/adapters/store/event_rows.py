@@ -25,24 +25,24 @@ from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.ports.store import EventRecord
 
-CHUNK = 500  # events per INSERT (10 parameters each)
+_CHUNK = 500  # events per INSERT (9 parameters each)
 
 
 def insert(conn: sa.Connection, events: Sequence[EventRecord]) -> list[tuple[EventRecord, int]]:
     """Insert the events whose key is not stored yet, numbered after the last one in their
     order; the caller holds the event writers' lock. Returns each new event with its seq.
 
-    One statement per `CHUNK` events (`numbered_insert`): the database skips the stored keys
+    One statement per `_CHUNK` events (`_numbered_insert`): the database skips the stored keys
     and numbers the rest, where a key look-up, a max(seq) and an insert were three."""
-    unique = first_of_each_key(events)
+    unique = _first_of_each_key(events)
     seqs: dict[str, int] = {}
-    for chunk in chunks(unique):
-        found = conn.execute(_numbered_insert_text(len(chunk)), insert_params(chunk))
+    for chunk in _chunks(unique):
+        found = conn.execute(_numbered_insert(len(chunk)), _insert_params(chunk))
         seqs.update((k, s) for k, s in found)
-    return numbered(unique, seqs)
+    return _numbered(unique, seqs)
 
 
-def first_of_each_key(events: Sequence[EventRecord]) -> list[EventRecord]:
+def _first_of_each_key(events: Sequence[EventRecord]) -> list[EventRecord]:
     """The events in order, a key given twice being the first one's."""
     first: dict[str, EventRecord] = {}
     for e in events:
@@ -50,12 +50,12 @@ def first_of_each_key(events: Sequence[EventRecord]) -> list[EventRecord]:
     return list(first.values())
 
 
-def chunks(events: list[EventRecord]) -> list[list[EventRecord]]:
-    return [events[i : i + CHUNK] for i in range(0, len(events), CHUNK)]
+def _chunks(events: list[EventRecord]) -> list[list[EventRecord]]:
+    return [events[i : i + _CHUNK] for i in range(0, len(events), _CHUNK)]
 
 
-def insert_params(chunk: Sequence[EventRecord]) -> dict[str, Any]:
-    """The parameters of `numbered_insert(len(chunk))`."""
+def _insert_params(chunk: Sequence[EventRecord]) -> dict[str, Any]:
+    """The parameters of `_numbered_insert(len(chunk))`."""
     params: dict[str, Any] = {}
     for n, e in enumerate(chunk):
         row = rows.event_row(e, 0)
@@ -63,7 +63,7 @@ def insert_params(chunk: Sequence[EventRecord]) -> dict[str, Any]:
     return params
 
 
-def numbered(unique: Sequence[EventRecord], seqs: dict[str, int]) -> list[tuple[EventRecord, int]]:
+def _numbered(unique: Sequence[EventRecord], seqs: dict[str, int]) -> list[tuple[EventRecord, int]]:
     """The inserted events (those `seqs` numbers) with their seq, in seq order."""
     return sorted(((e, seqs[e.key]) for e in unique if e.key in seqs), key=lambda p: p[1])
 
@@ -81,20 +81,19 @@ _COLUMNS = (
 )
 
 
-@lru_cache(maxsize=CHUNK)
-def numbered_insert(rows_n: int, bind: str = ":{}") -> str:
+@lru_cache(maxsize=_CHUNK)
+def _numbered_insert(rows_n: int) -> sa.TextClause:
     """`INSERT ... SELECT` of `rows_n` events that numbers them after the last stored seq in
     their order, skips the keys already stored and returns (key, seq) of those it inserted.
     The same text on both dialects (a CTE of VALUES, window `row_number`, `RETURNING`: SQLite
-    >= 3.35); `bind` formats a parameter's name (`:{}` for SQLAlchemy, `%({})s` for psycopg).
-    The statement's max(seq) and NOT EXISTS do not see its own rows (one snapshot)."""
+    >= 3.35). The statement's max(seq) and NOT EXISTS do not see its own rows (one snapshot).
+    Built once per number of rows (cached): SQLAlchemy's compiled cache then finds it too."""
     names = ", ".join(f'"{c}"' for c in _COLUMNS)
     values = ", ".join(
-        "(" + ", ".join([str(i), *(bind.format(f"{c}{i}") for c in _COLUMNS)]) + ")"
-        for i in range(rows_n)
+        "(" + ", ".join([str(i), *(f":{c}{i}" for c in _COLUMNS)]) + ")" for i in range(rows_n)
     )
     picked = ", ".join(f'CAST(v."{c}" AS {"BIGINT" if c == "at" else "TEXT"})' for c in _COLUMNS)
-    return (
+    return sa.text(
         f"WITH v(n, {names}) AS (VALUES {values}) "
         f"INSERT INTO events (seq, {names}) "
         "SELECT (SELECT coalesce(max(seq), 0) FROM events)"
@@ -102,11 +101,6 @@ def numbered_insert(rows_n: int, bind: str = ":{}") -> str:
         'WHERE NOT EXISTS (SELECT 1 FROM events AS e WHERE e."key" = v."key") '
         'RETURNING "key", seq'
     )
-
-
-@lru_cache(maxsize=CHUNK)
-def _numbered_insert_text(rows_n: int) -> sa.TextClause:
-    return sa.text(numbered_insert(rows_n))
 
 
 def select(
