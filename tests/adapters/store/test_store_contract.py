@@ -207,6 +207,21 @@ def test_events_get_increasing_seq_and_duplicates_are_ignored(store: Store) -> N
     assert got[1].account_id == "acct-2"  # the first write of a key wins
 
 
+def test_a_commit_of_more_events_than_one_statement_takes_numbers_them_all_in_order(
+    store: Store,
+) -> None:
+    """1,203 events (the SQL store inserts 500 per statement): the keys stored before and the
+    repeated ones are skipped wherever they fall, the rest numbered in their order."""
+    store.commit(Commit(events=[event("k-0007"), event("k-0750")]))
+    keys = [f"k-{n:04d}" for n in range(1200)] + ["k-0003", "k-0999", "k-1200"]
+    store.commit(Commit(events=[event(k, f"acct-{int(k[2:]) % 3}") for k in keys]))
+    got = store.events(limit=2000)
+    new = [k for k in [*keys[:1200], "k-1200"] if k not in ("k-0007", "k-0750")]
+    numbered = enumerate(["k-0007", "k-0750", *new], 1)
+    assert [(e.key, e.seq) for e in got] == [(k, n) for n, k in numbered]
+    assert got[2].account_id == "acct-0" and got[3].account_id == "acct-1"
+
+
 @pytest.mark.parametrize(
     ("after_seq", "account", "limit", "expected"),
     [

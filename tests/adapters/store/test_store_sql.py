@@ -24,6 +24,7 @@ from alembic.migration import MigrationContext
 from store_support import PG_URL, Backend, launch, pg_schema, state
 
 from lowcostgpu.adapters.store import SqlStore, StoreDataError, StoreUnavailable, codec
+from lowcostgpu.adapters.store import engine as engine_module
 from lowcostgpu.adapters.store.engine import parse_url
 from lowcostgpu.adapters.store.migrate import alembic_config, current_revision, head_revision
 from lowcostgpu.adapters.store.schema import metadata
@@ -116,7 +117,7 @@ def _assert_schema_is_head(url: str) -> None:
         with engine.connect() as conn:
             diffs = compare_metadata(MigrationContext.configure(conn), metadata)
         assert diffs == []  # the migrations build exactly the tables of schema.py
-        assert current_revision(engine) == head_revision() == "0009"
+        assert current_revision(engine) == head_revision() == "0010"
     finally:
         engine.dispose()
 
@@ -336,6 +337,36 @@ def test_a_stored_state_with_an_unknown_field_is_refused_clearly(sql_backend: Ba
     engine.dispose()
     with pytest.raises(StoreDataError, match=r"unknown field.*colour.*InstanceState"):
         store.instance("i-1")
+
+
+@pytest.mark.parametrize(
+    ("idle_s", "first_read"),
+    [(0.0, "served"), (3600.0, "refused")],  # pinged after idle_s back in the pool, or not
+)
+def test_a_pooled_connection_is_pinged_only_after_sitting_idle(
+    monkeypatch: pytest.MonkeyPatch, idle_s: float, first_read: str
+) -> None:
+    """The server drops a pooled connection. Pinged (it sat idle long enough), it is replaced
+    before use; one used a moment ago is not pinged (a round trip a transaction saved), so the
+    first read fails, as a `StoreUnavailable`, and the next gets a fresh connection."""
+    monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", idle_s)
+    with pg_schema() as url:
+        store = SqlStore.open(url)
+        try:
+            with store._engine.connect() as conn:  # the pool's one idle connection, after this
+                pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar()
+            with psycopg.connect(PG_URL, autocommit=True) as killer:
+                killer.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                alive = "SELECT count(*) FROM pg_stat_activity WHERE pid = %s"
+                wait_until(lambda: killer.execute(alive, (pid,)).fetchone() == (0,), what="gone")
+            if first_read == "served":
+                assert store.instances() == []
+            else:
+                with pytest.raises(StoreUnavailable, match="cannot reach the database"):
+                    store.instances()
+            assert store.instances() == []
+        finally:
+            store.close()
 
 
 def _event(key: str) -> EventRecord:

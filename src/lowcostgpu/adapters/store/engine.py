@@ -3,13 +3,17 @@
 Two kinds of URL are accepted: `sqlite:///PATH` (the embedded default: WAL journal, a busy
 timeout, foreign keys on, synchronous=FULL so a commit survives power loss too; transactions that
 write begin IMMEDIATE so two writers queue instead of deadlocking on a lock upgrade) and
-`postgresql://...` (the psycopg 3 driver). The data directory is checked before anything is
-created, so a bad one fails with a clear error and leaves nothing behind.
+`postgresql://...` (the psycopg 3 driver; a pooled connection that sat idle for
+`PING_AFTER_IDLE_S` is pinged before it is handed out, and replaced if the server dropped it).
+The data directory is checked before anything is created, so a bad one fails with a clear error
+and leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,12 +21,21 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 
 from lowcostgpu.adapters.store.errors import StoreUnavailable
 from lowcostgpu.domain.errors import InvalidRequest
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+PING_AFTER_IDLE_S = 1.0
+"""A PostgreSQL connection back in the pool for longer than this is pinged at its next checkout.
+
+SQLAlchemy's `pool_pre_ping` pings at every checkout: a round trip per transaction, one of the
+nine a launch's commit made (measured, docs/performance.md). A connection used a moment ago was
+alive then; one that sat idle is where a restarted server or a dropped link shows, and that one
+is still pinged. A connection that breaks within the second fails its statement instead
+(`StoreUnavailable`), and SQLAlchemy replaces it."""
+_CHECKED_IN_AT = "lowcostgpu_checked_in_at"
 WRITE = "lowcostgpu_write"
 """Execution option: this transaction writes (SQLite begins it IMMEDIATE)."""
 
@@ -86,11 +99,34 @@ def check_sqlite_path(path: Path) -> None:
 
 def create_engine(target: Target) -> Engine:
     if target.sqlite_path is None:
-        return sa.create_engine(target.url, pool_pre_ping=True, connect_args={"connect_timeout": 5})
+        engine = sa.create_engine(target.url, connect_args={"connect_timeout": 5})
+        event.listen(engine, "checkin", _checked_in)
+        event.listen(engine, "checkout", _ping_if_idle(engine.dialect))
+        return engine
     engine = sa.create_engine(target.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)
     return engine
+
+
+def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+    record.info[_CHECKED_IN_AT] = time.monotonic()
+
+
+def _ping_if_idle(dialect: sa.Dialect) -> Callable[[Any, Any, Any], None]:
+    """A checkout hook: ping a connection idle for `PING_AFTER_IDLE_S` or more; a dead one is
+    refused with `DisconnectionError`, so that the pool drops it and hands out a fresh one."""
+
+    def ping(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get(_CHECKED_IN_AT)
+        if since is None or time.monotonic() - since < PING_AFTER_IDLE_S:
+            return  # new, or used a moment ago
+        try:
+            dialect.do_ping(dbapi_connection)
+        except Exception as e:  # whatever the driver raises for a dead link
+            raise DisconnectionError(f"a pooled connection failed its ping: {e}") from e
+
+    return ping
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -233,6 +233,7 @@ webhook_endpoints = sa.Table(
     sa.Column("account_id", sa.Text, nullable=False),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("state", sa.Text, nullable=False),
+    sa.Index("ix_webhook_endpoints_account", "account_id"),
 )
 
 webhook_deliveries = sa.Table(

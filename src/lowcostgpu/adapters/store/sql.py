@@ -122,8 +122,7 @@ class SqlStore:
             outbox_rows.write(conn, self._insert, commit.outbox)
             webhooks.write(conn, self._insert, self._write_versioned, commit.webhooks)
             if commit.events:  # the outbox of their webhooks is written in the same transaction
-                fanned = webhooks.fanned_out(conn, self._insert_events(conn, commit.events))
-                changes = WebhookChanges(deliveries=tuple(fanned))
+                changes = WebhookChanges(deliveries=tuple(self._insert_events(conn, commit.events)))
                 webhooks.write(conn, self._insert, self._write_versioned, changes)
             usage_rows.write(
                 conn, self._insert, commit.usage, commit.metered_through, commit.volumes
@@ -178,12 +177,20 @@ class SqlStore:
 
     def _insert_events(
         self, conn: sa.Connection, events: Sequence[EventRecord]
-    ) -> list[tuple[EventRecord, int]]:
+    ) -> list[WebhookDelivery]:
+        """Insert the new events; the webhook deliveries they fan out to (to the endpoints as
+        this transaction sees them: its own writes included). Two statements on either dialect:
+        PostgreSQL locks the event writers and reads the endpoints in one, then inserts; SQLite
+        (its write transaction is the lock) inserts, then reads the endpoints."""
         if self._pg:
             if self._events_key is None:
                 self._events_key = advisory_key("events", conn)
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": self._events_key})
-        return event_rows.insert(conn, events)
+            accounts = sorted({e.account_id for e in events})
+            eps = webhooks.lock_events_reading_endpoints(conn, self._events_key, accounts)
+            return webhooks.fanned_out(eps, event_rows.insert(conn, events))
+        new = event_rows.insert(conn, events)
+        eps = webhooks.endpoints_of(conn, sorted({e.account_id for e, _ in new}))
+        return webhooks.fanned_out(eps, new)
 
     # --- reads -----------------------------------------------------------------------------
 

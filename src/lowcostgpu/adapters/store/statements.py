@@ -27,11 +27,15 @@ def ignoring(insert: Insert, table: sa.Table, keys: tuple[str, ...]) -> Any:
     return insert(table).on_conflict_do_nothing(index_elements=list(keys))
 
 
-EVENT_KEYS_STORED = sa.select(t.events.c.key).where(
-    t.events.c.key.in_(sa.bindparam("keys", expanding=True))
+ENDPOINTS_OF_ACCOUNTS = sa.select(t.webhook_endpoints.c.state).where(
+    t.webhook_endpoints.c.status != "deleted",
+    t.webhook_endpoints.c.account_id.in_(sa.bindparam("accounts", expanding=True)),
 )
-LAST_EVENT_SEQ = sa.select(sa.func.coalesce(sa.func.max(t.events.c.seq), 0))
-INSERT_EVENTS = sa.insert(t.events)
+# PostgreSQL: the event writers' lock and the endpoints their events fan out to, one statement.
+LOCK_EVENTS_READ_ENDPOINTS = sa.text(
+    "SELECT pg_advisory_xact_lock(:k) AS locked, ARRAY(SELECT state FROM webhook_endpoints"
+    " WHERE status <> 'deleted' AND account_id = ANY(:accounts)) AS states"
+)
 ENDPOINTS_OF_ACCOUNT = sa.select(t.webhook_endpoints.c.state).where(
     t.webhook_endpoints.c.status != "deleted",
     t.webhook_endpoints.c.account_id == sa.bindparam("account_id"),

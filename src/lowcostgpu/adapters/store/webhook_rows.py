@@ -83,7 +83,7 @@ def write(
 
 
 def endpoints(conn: sa.Connection, account_id: str | None = None) -> list[WebhookEndpoint]:
-    if account_id is not None:  # every commit with events asks this: a prebuilt statement
+    if account_id is not None:
         texts = conn.scalars(statements.ENDPOINTS_OF_ACCOUNT, {"account_id": account_id})
     else:
         q = sa.select(t.webhook_endpoints.c.state)
@@ -121,10 +121,33 @@ def attempts(conn: sa.Connection, delivery_id: str) -> list[WebhookAttempt]:
     return [codec.loads(WebhookAttempt, s) for s in conn.scalars(q)]
 
 
+def endpoints_of(conn: sa.Connection, accounts: Sequence[str]) -> list[WebhookEndpoint]:
+    """The endpoints (not deleted) of `accounts`, in one statement: those a commit's new events
+    fan out to."""
+    if not accounts:
+        return []
+    texts = conn.scalars(statements.ENDPOINTS_OF_ACCOUNTS, {"accounts": list(accounts)})
+    return sorted((codec.loads(WebhookEndpoint, s) for s in texts), key=lambda e: e.id)
+
+
+def lock_events_reading_endpoints(
+    conn: sa.Connection, key: int, accounts: Sequence[str]
+) -> list[WebhookEndpoint]:
+    """PostgreSQL: take the event writers' transaction lock `key` and read the endpoints (not
+    deleted) of `accounts` in the same statement. The endpoints are read at this statement's
+    snapshot, a moment before the insert's: what was committed before this commit began, and
+    what this commit wrote, is seen either way. The events' numbering reads max(seq) in the
+    next statement, after the lock is held."""
+    found = conn.execute(
+        statements.LOCK_EVENTS_READ_ENDPOINTS, {"k": key, "accounts": list(accounts)}
+    ).one()
+    texts: list[str] = found.states or []
+    return sorted((codec.loads(WebhookEndpoint, s) for s in texts), key=lambda e: e.id)
+
+
 def fanned_out(
-    conn: sa.Connection, new_events: Sequence[tuple[EventRecord, int]]
+    eps: Sequence[WebhookEndpoint], new_events: Sequence[tuple[EventRecord, int]]
 ) -> list[WebhookDelivery]:
-    """The deliveries of newly inserted (event, seq) pairs, for the endpoints stored now."""
-    accounts = {e.account_id for e, _ in new_events}
-    eps = [ep for a in accounts for ep in endpoints(conn, a)]
-    return [d for e, seq in new_events for d in fan_out(eps, e, seq)] if eps else []
+    """The deliveries of newly inserted (event, seq) pairs, for the endpoints `eps` of their
+    accounts (sorted by id)."""
+    return [d for e, seq in new_events for d in fan_out(list(eps), e, seq)] if eps else []
