@@ -18,8 +18,10 @@ from conftest import (
     volume_mount,
     wait_phase,
     workload_start,
+    zombie_children,
 )
 from lowcostgpu.adapters.local import LocalRuntime
+from lowcostgpu.adapters.local import runtime as runtime_module
 from lowcostgpu.adapters.local import shim as shim_files
 from lowcostgpu.adapters.local.state import RELAUNCH_REASON
 from waiting import wait_until
@@ -210,3 +212,22 @@ def test_forget_drops_the_state_but_keeps_the_log(local: LocalHarness) -> None:
     local.runtime.forget("a-1")
     assert not (local.runtime.state_dir / "a-1").exists()
     assert "CUDA_VISIBLE_DEVICES=0,2" in local.runtime.logs("a-1")
+
+
+@pytest.mark.parametrize(("sweep_at", "left"), [(3, 0), (4, 3)])
+def test_a_start_reaps_ended_shims_only_once_they_have_piled_up(
+    local: LocalHarness, monkeypatch: pytest.MonkeyPatch, sweep_at: int, left: int
+) -> None:
+    """A start sweeps the shims only when they reach the sweep mark (then twice as many), so a
+    start costs O(1) however many workloads run; below the mark the loop's looks reap them."""
+    monkeypatch.setattr(runtime_module, "_SWEEP_MIN_SHIMS", sweep_at)
+    local.runtime._sweep_at = sweep_at
+    for a in ("a-1", "a-2", "a-3"):
+        local.start(a)
+        local.wait_running(a)
+    for a in ("a-1", "a-2", "a-3"):
+        local.finish(a, 0)
+    wait_until(lambda: len(zombie_children()) == 3, what="the three shims ended, unreaped")
+    local.start("a-4")
+    assert len(zombie_children()) == left
+    local.wait_running("a-4")  # so that the harness's clean-up finds it to kill
