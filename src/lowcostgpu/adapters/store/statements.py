@@ -36,10 +36,6 @@ LOCK_EVENTS_READ_ENDPOINTS = sa.text(
     "SELECT pg_advisory_xact_lock(:k) AS locked, ARRAY(SELECT state FROM webhook_endpoints"
     " WHERE status <> 'deleted' AND account_id = ANY(:accounts)) AS states"
 )
-ENDPOINTS_OF_ACCOUNT = sa.select(t.webhook_endpoints.c.state).where(
-    t.webhook_endpoints.c.status != "deleted",
-    t.webhook_endpoints.c.account_id == sa.bindparam("account_id"),
-)
 API_KEY = sa.select(t.api_keys).where(t.api_keys.c.key_hash == sa.bindparam("key_hash"))
 BALANCE = sa.select(t.account_balances.c.balance).where(
     t.account_balances.c.account_id == sa.bindparam("account_id")

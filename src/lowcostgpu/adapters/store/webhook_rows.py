@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -83,13 +83,15 @@ def write(
 
 
 def endpoints(conn: sa.Connection, account_id: str | None = None) -> list[WebhookEndpoint]:
+    """The endpoints (not deleted) of `account_id`, or of every account, sorted by id."""
     if account_id is not None:
-        texts = conn.scalars(statements.ENDPOINTS_OF_ACCOUNT, {"account_id": account_id})
-    else:
-        q = sa.select(t.webhook_endpoints.c.state)
-        texts = conn.scalars(q.where(t.webhook_endpoints.c.status != "deleted"))
-    found = [codec.loads(WebhookEndpoint, s) for s in texts]
-    return sorted(found, key=lambda e: e.id)
+        return endpoints_of(conn, [account_id])
+    q = sa.select(t.webhook_endpoints.c.state)
+    return _decoded(conn.scalars(q.where(t.webhook_endpoints.c.status != "deleted")))
+
+
+def _decoded(states: Iterable[str]) -> list[WebhookEndpoint]:
+    return sorted((codec.loads(WebhookEndpoint, s) for s in states), key=lambda e: e.id)
 
 
 def deliveries(
@@ -126,8 +128,7 @@ def endpoints_of(conn: sa.Connection, accounts: Sequence[str]) -> list[WebhookEn
     fan out to."""
     if not accounts:
         return []
-    texts = conn.scalars(statements.ENDPOINTS_OF_ACCOUNTS, {"accounts": list(accounts)})
-    return sorted((codec.loads(WebhookEndpoint, s) for s in texts), key=lambda e: e.id)
+    return _decoded(conn.scalars(statements.ENDPOINTS_OF_ACCOUNTS, {"accounts": list(accounts)}))
 
 
 def lock_events_reading_endpoints(
@@ -141,8 +142,7 @@ def lock_events_reading_endpoints(
     found = conn.execute(
         statements.LOCK_EVENTS_READ_ENDPOINTS, {"k": key, "accounts": list(accounts)}
     ).one()
-    texts: list[str] = found.states or []
-    return sorted((codec.loads(WebhookEndpoint, s) for s in texts), key=lambda e: e.id)
+    return _decoded(found.states or [])
 
 
 def fanned_out(
