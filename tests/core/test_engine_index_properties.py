@@ -163,6 +163,7 @@ class IndexWorld(RuleBasedStateMachine):
         kept, rebuilt = self.state.index, build_index(self.state.instances, self.state.nodes)
         assert kept.describes(self.state.instances, self.state.nodes)
         assert dict(kept.instance_deadlines) == dict(rebuilt.instance_deadlines)
+        assert list(kept.instance_deadline_order) == list(rebuilt.instance_deadline_order)
         assert dict(kept.node_deadlines) == dict(rebuilt.node_deadlines)
         assert dict(kept.cluster_nodes) == dict(rebuilt.cluster_nodes)
 

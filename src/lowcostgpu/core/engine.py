@@ -264,15 +264,15 @@ def tick(
     """What the runtime reported (as `report_many`), deadlines that are due (SIGKILL at the
     end of grace), then one queue pass: a server's tick is one Work and one pass.
 
-    Only the due entries of the index are looked at: O(draining) to find them, not O(live).
+    Only the due entries of the index are looked at: O(due) to find the instances (the front of
+    the deadline order), O(cordoned nodes) for the nodes, not O(live).
     The order is fixed (reports as given, instances due by id, then nodes by id), so that a run
     reproduces exactly."""
     work = Work(state)
     for instance_id, event in reports:
         if instance_id in work.instances:
             work.advance(instance_id, event, now)
-    due = sorted(i for i, at in work.instance_deadlines.items() if at <= now)
-    for instance_id in due:
+    for instance_id in work.instances_due(now):
         work.advance(instance_id, lifecycle.DeadlineCheck(), now)
     nodes_due = sorted(n for n, at in work.node_deadlines.items() if at <= now)
     for node_id in nodes_due:

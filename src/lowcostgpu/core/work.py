@@ -11,6 +11,8 @@ step's `touched`, reported only where the value really changed.
 
 from __future__ import annotations
 
+from itertools import takewhile
+
 from immutables import Map
 
 from lowcostgpu.core import cluster_reconcile, lifecycle, nodes
@@ -82,6 +84,14 @@ class Work:
         if self._cluster_nodes is None:
             self._cluster_nodes = Draft(self._index.cluster_nodes)
         return self._cluster_nodes
+
+    def instances_due(self, now: Timestamp) -> list[str]:
+        """The instances whose grace deadline has come, by id: the front of the (deadline, id)
+        order as this work has it. Cost: O(due · log due), not O(draining)."""
+        order = self._deadline_order
+        if order is None:
+            order = self._index.instance_deadline_order
+        return sorted(i for _, i in takewhile(lambda entry: entry[0] <= now, order))
 
     def _instance_written(self, instance_id: str, inst: InstanceState | None) -> None:
         deadline = None if inst is None else instance_deadline(inst)
