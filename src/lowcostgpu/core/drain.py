@@ -19,13 +19,14 @@ call again with `DeadlineCheck`. Durable deadlines live in the store, not in a s
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, TypeVar
 
 from lowcostgpu.core.effects import Effect
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import InvalidRequest
+from lowcostgpu.domain.events import elapsed_words, iso_utc
 
 DEFAULT_GRACE_PERIOD_S: Final = 300
 MAX_GRACE_PERIOD_S: Final = 300
@@ -89,12 +90,15 @@ class CheckpointReported:
 class Reclaimed:
     """T+0 of a reclaim, decided by the scheduler so that `for_subject` (on-demand) can run.
 
-    `for_account_id` owns `for_subject`; see `shown_for_subject`."""
+    `for_account_id` owns `for_subject`; see `shown_for_subject`. `reason` is the victim
+    policy's reasoning in words and `policy` the same as figures (`core.state.Preemption`):
+    both go into the `Preempted` event's data, for the operator's view, never its message."""
 
     for_subject: str
     lost_gpu_s: int = 0
     reason: str = ""
     for_account_id: str = ""
+    policy: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def shown_for_subject(self, account_id: str) -> str | None:
         """What the `Preempted` event of an object of `account_id` may name: the subject it was
@@ -213,10 +217,13 @@ def drain_data(
     for_subject: str | None,
     lost_gpu_s: int,
     reason: str,
+    policy: Mapping[str, Any] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """The data of a `Preempted` event; the metadata endpoint answers the same times."""
-    return {
+    """The data of a `Preempted` (or `Stopping`/`Cordoned`) event; the metadata endpoint answers
+    the same times. `reason` and `policy` carry the victim policy's reasoning (words, figures):
+    the operator's view shows them; the customer's message never does."""
+    data = {
         "notice_at": window.notice_at,
         "deadline": window.deadline,
         "grace_period_s": window.deadline - window.notice_at,
@@ -225,6 +232,9 @@ def drain_data(
         "reason": reason,
         **extra,
     }
+    if policy:
+        data["policy"] = dict(policy)
+    return data
 
 
 def interruption_notice(
@@ -236,11 +246,27 @@ def interruption_notice(
     return {"action": "stop", "notice_at": notice_at, "deadline": deadline}
 
 
-def preempted_message(for_subject: str | None, grace_period_s: int, reason: str) -> str:
-    """`for_subject`: None when it is another account's (see `Reclaimed.shown_for_subject`)."""
-    why = f" ({reason})" if reason else ""
-    whose = for_subject or "work of another account"
+RECLAIMED = "reclaimed for on-demand work"
+
+
+def preempted_message(
+    window: DrainWindow,
+    *,
+    kept: str,
+    then: str,
+    who: str = "",
+    save: str = "checkpoint",
+    end: str = "stopped",
+) -> str:
+    """What a reclaim does to the customer, in the order it happens: SIGTERM now (to `who`:
+    "its pods " for a node), the grace to `save` in (with its deadline, ISO UTC), the `end`;
+    what is `kept`; what happens `then`. Never why this victim (the policy's reasoning is in
+    the data) and never the on-demand work's owner or id: "on-demand work" is all any account
+    is told."""
+    grace = window.deadline - window.notice_at
+    if grace <= 0:
+        return f"{RECLAIMED}: {end} now (grace period 0 s); {kept}; {then}"
     return (
-        f"preempted for on-demand {whose}{why}: SIGTERM sent, "
-        f"SIGKILL in {grace_period_s} s if still running"
+        f"{RECLAIMED}: {who}SIGTERM now, {elapsed_words(grace)} to {save} "
+        f"(until {iso_utc(window.deadline)}), then {end}; {kept}; {then}"
     )

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from lowcostgpu.core.snapshot import HostState
 from lowcostgpu.core.victims import NO_UNPROTECTED_SET
@@ -166,8 +166,23 @@ class FairLeastWorkLost:
     def describe(self, cost: int) -> str:
         return f"{cost} GPU-s of cost (work lost + requeue + interruption history)"
 
+    def cost_terms(self, alloc: Allocation, now: Timestamp) -> dict[str, Any]:
+        """`explain_victim` as figures, for the `Preempted` event's data (`policy.victim_terms`)
+        and the operator's view: each term of the cost in GPU-seconds and what it came from."""
+        p = self.parts(alloc, now)
+        return {
+            "lost_gpu_s": p.lost_gpu_s,
+            "lost_estimated": p.lost_estimated,
+            "typical_checkpoint_age_s": self.typical_checkpoint_age_s,
+            "requeue_gpu_s": p.requeue_gpu_s,
+            "history_gpu_s": p.history_gpu_s,
+            "interruption_count": alloc.interruption_count,
+            "total_gpu_s": p.total,
+        }
+
     def explain_victim(self, alloc: Allocation, now: Timestamp) -> str:
-        """One victim's cost, part by part, in the words a user reads in the `Preempted` event."""
+        """One victim's cost, part by part, in words: the `Preempted` event's `data.reason` and the
+        operator's view (never the customer's message)."""
         p = self.parts(alloc, now)
         if p.lost_estimated:
             lost = (

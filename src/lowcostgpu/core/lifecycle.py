@@ -276,12 +276,28 @@ def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> Result:
         for_subject=shown,
         lost_gpu_s=ev.lost_gpu_s,
         reason=ev.reason,
+        policy=ev.policy,
         last_checkpoint_step=s.last_checkpoint_step,
         restart_count=s.restart_count,
         gpu_type=s.pool.gpu_type,  # statistics per GPU type read the event alone
+        run_s=None if s.started_at is None else max(0, now - s.started_at),
+        auto_requeue=s.auto_requeue,
     )
-    message = preempted_message(shown, s.grace_period_s, ev.reason)
+    message = preempted_message(window, kept=_kept_words(s), then=_after_reclaim_words(s))
     return _begin_drain(s, instance_event(s, Reason.PREEMPTED, message, now, **data), now)
+
+
+def _kept_words(s: InstanceState) -> str:
+    if s.last_checkpoint_step is None:
+        return "your volume is kept (no checkpoint reported yet)"
+    return f"your volume is kept (last checkpoint: step {s.last_checkpoint_step})"
+
+
+def _after_reclaim_words(s: InstanceState) -> str:
+    """What happens after the stop: the requeue (auto-requeue) or what the customer can do."""
+    if s.auto_requeue:
+        return "then it is requeued at its original place and resumes from its last checkpoint"
+    return f"auto-requeue is off: `lowcostgpu resume {s.id}` queues it again"
 
 
 def _begin_drain(s: InstanceState, notice: EmitEvent, now: Timestamp) -> Result:

@@ -314,8 +314,17 @@ def _reclaimed(s: NodeState, ev: Reclaimed, now: Timestamp) -> _Result:
     window = open_drain(now, s.grace_period_s)
     s = _draining(_to(s, _N.CORDONED), window, DRAIN_PREEMPTED, ev.for_subject)
     shown = ev.shown_for_subject(s.account_id)
-    data = drain_data(window, for_subject=shown, lost_gpu_s=ev.lost_gpu_s, reason=ev.reason)
-    message = preempted_message(shown, s.grace_period_s, ev.reason)
+    data = drain_data(
+        window, for_subject=shown, lost_gpu_s=ev.lost_gpu_s, reason=ev.reason, policy=ev.policy
+    )
+    message = preempted_message(
+        window,
+        who="its pods get ",
+        save="finish",
+        end="the node is removed",
+        kept="the cluster keeps its preemptible target",
+        then="a replacement node is queued at this node's place and joins when capacity frees",
+    )
     return _signal(s, _event(s, Reason.PREEMPTED, message, now, **data), now)
 
 

@@ -10,6 +10,7 @@ is free.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.snapshot import FleetSnapshot, HostState
@@ -146,6 +147,7 @@ def _reclaim_plan(
             lost_gpu_s=v.work_at_risk_gpu_s(now),
             reason=_explain(search, config.policy, now, v),
             for_account_id=request.account_id,
+            policy=_figures(search, config.policy, now, v),
         )
         for v in best.victims
     )
@@ -174,6 +176,30 @@ def _explain(search: VictimSearch, policy: VictimPolicy, now: Timestamp, victim:
     if not alternatives and not search.skipped_hosts:
         text += "; no other host could free enough GPUs"
     return text
+
+
+def _figures(
+    search: VictimSearch, policy: VictimPolicy, now: Timestamp, victim: Allocation
+) -> dict[str, Any]:
+    """`_explain` as figures (GPU-seconds), for the event's data and the operator's view: the
+    policy, the cost of the choice, `victim`'s own cost terms when the policy has them, the
+    alternatives by host. Names no allocation but `victim` (the others may be other accounts')."""
+    best, alternatives = search.choices[0], search.choices[1:]
+    figures: dict[str, Any] = {
+        "name": policy.name,
+        "host_id": best.host.host.id,
+        "cost_gpu_s": best.cost,
+        "victims": len(best.victims),
+        "protected_victims": best.protected,
+        "alternatives": [
+            {"host_id": c.host.host.id, "cost_gpu_s": c.cost} for c in alternatives[:3]
+        ],
+        "other_hosts_at_least_gpu_s": search.skipped_lower_bound if search.skipped_hosts else None,
+    }
+    terms = getattr(policy, "cost_terms", None)
+    if terms is not None:
+        figures["victim_terms"] = terms(victim, now)
+    return figures
 
 
 def _insufficient(request: Request, snapshot: FleetSnapshot) -> InsufficientCapacity:

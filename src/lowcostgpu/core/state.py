@@ -6,7 +6,9 @@ should happen; the shell writes it and carries it out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
 
@@ -67,9 +69,11 @@ class Preemption:
     """Reclaim a preemptible allocation so that `for_subject` can run.
 
     `lost_gpu_s` is the work it loses (GPU-seconds since its last checkpoint); `reason` explains
-    the choice in words a user can read in the `Preempted` event; `for_account_id` owns
-    `for_subject`: the event names it only to that same account (tenants never see each other's
-    ids).
+    the choice in words and `policy` in figures (the policy's name, its cost of this choice and
+    of the alternatives, the victim's cost terms): both go into the `Preempted` event's data and
+    the operator's view (`/v1/operator/reclaims`), never its message. Both name only this victim
+    and the hosts; `for_account_id` owns `for_subject`: the event names it only to that same
+    account (tenants never see each other's ids).
     """
 
     allocation_id: str
@@ -79,6 +83,7 @@ class Preemption:
     lost_gpu_s: int
     reason: str = ""
     for_account_id: str = ""
+    policy: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -207,7 +207,7 @@ class Work:
         self.fleet = apply_plan(self.fleet, plan, now, allocation_ids)
         for pre in plan.preemptions:
             reclaimed = lifecycle.Reclaimed(
-                pre.for_subject, pre.lost_gpu_s, pre.reason, pre.for_account_id
+                pre.for_subject, pre.lost_gpu_s, pre.reason, pre.for_account_id, pre.policy
             )
             if pre.subject_id in self.instances:
                 self.advance(pre.subject_id, reclaimed, now)

@@ -51,3 +51,37 @@ WARNING_REASONS = frozenset(
 
 def event_type_of(reason: Reason) -> EventType:
     return EventType.WARNING if reason in WARNING_REASONS else EventType.NORMAL
+
+
+# --- Words of event messages: one time format --------------------------------------------------
+
+
+def iso_utc(at: int) -> str:
+    """An absolute time in a message: ISO 8601 in UTC, to the second (`2026-12-01T18:50:00Z`),
+    so that every message reads the same whatever the reader's zone. Integer arithmetic (the
+    core imports no `datetime`): days since 1970 to a civil date, after H. Hinnant's
+    `civil_from_days`."""
+    days, rest = divmod(int(at), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (1 if month <= 2 else 0)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hours:02d}:{minutes:02d}:{secs:02d}Z"
+
+
+def elapsed_words(seconds: int) -> str:
+    """A duration in a message: `45 s` under a minute, `12:05` (m:ss) under an hour, `1:02:03`
+    (h:mm:ss) from an hour on — the format the CLI's timeline prints elapsed time in."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

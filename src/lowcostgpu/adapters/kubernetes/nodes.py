@@ -214,9 +214,11 @@ class KubernetesNodes:
     def _event(self, name: str, uid: str, state: NodeState, effect_key: str) -> None:
         preempted = state.drain_reason == DRAIN_PREEMPTED
         grace = state.grace_period_s
-        if preempted:
-            why = f" for {state.preempted_for}" if state.preempted_for else ""
-            note = f"preempted{why}: pods are evicted with their grace, node removed in {grace} s"
+        if preempted:  # never the work it was reclaimed for: it may be another account's
+            note = (
+                f"reclaimed for on-demand work: pods are evicted with their grace, "
+                f"node removed in {grace} s"
+            )
         else:
             note = f"drained ({state.drain_reason}): pods are evicted, node removed in {grace} s"
         body = node_event(
