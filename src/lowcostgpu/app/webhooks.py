@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from lowcostgpu.domain import errors
-from lowcostgpu.domain.events import EventType, Reason, event_type_of
+from lowcostgpu.domain.events import EventType, Reason, event_type_of, iso_utc
 from lowcostgpu.ports.clock import Clock
 from lowcostgpu.ports.store import Commit, EventRecord, Store
 from lowcostgpu.ports.webhooks import (
@@ -146,7 +146,12 @@ class Webhooks:
         now = self.clock.now()
         pending = self.store.webhook_deliveries(endpoint_id=endpoint_id, pending_only=True)
         due = tuple(replace(d, next_attempt_at=now, first_failure_at=None) for d in pending[:1])
-        event = _endpoint_event(endpoint, Reason.WEBHOOK_ENABLED, now, "webhook enabled")
+        event = _endpoint_event(
+            endpoint,
+            Reason.WEBHOOK_ENABLED,
+            now,
+            "webhook enabled: undelivered events are sent now",
+        )
         changes = WebhookChanges(endpoints=(endpoint,), deliveries=due)
         self.store.commit(Commit(webhooks=changes, events=[event]))
         return endpoint
@@ -261,7 +266,10 @@ class Webhooks:
             self._record(retry, attempt)
             return endpoint, False
         endpoint = replace(endpoint, status="disabled", disabled_reason=why)
-        message = f"webhook disabled: failing since {first} ({why}); enable it to resume"
+        message = (
+            f"webhook disabled: deliveries failing since {iso_utc(first)} ({why}); "
+            f"`lowcostgpu webhooks enable {endpoint.id}` resumes them, the undelivered first"
+        )
         event = _endpoint_event(endpoint, Reason.WEBHOOK_DISABLED, now, message)
         self._record(retry, attempt, endpoint, event)
         return endpoint, False

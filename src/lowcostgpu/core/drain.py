@@ -254,6 +254,7 @@ def preempted_message(
     *,
     kept: str,
     then: str,
+    head: str = RECLAIMED,
     who: str = "",
     save: str = "checkpoint",
     end: str = "stopped",
@@ -262,11 +263,11 @@ def preempted_message(
     "its pods " for a node), the grace to `save` in (with its deadline, ISO UTC), the `end`;
     what is `kept`; what happens `then`. Never why this victim (the policy's reasoning is in
     the data) and never the on-demand work's owner or id: "on-demand work" is all any account
-    is told."""
+    is told. (`head` serves the other drains: a stop, a node leaving.)"""
     grace = window.deadline - window.notice_at
     if grace <= 0:
-        return f"{RECLAIMED}: {end} now (grace period 0 s); {kept}; {then}"
+        return f"{head}: {end} now (grace period 0 s); {kept}; {then}"
     return (
-        f"{RECLAIMED}: {who}SIGTERM now, {elapsed_words(grace)} to {save} "
+        f"{head}: {who}SIGTERM now, {elapsed_words(grace)} to {save} "
         f"(until {iso_utc(window.deadline)}), then {end}; {kept}; {then}"
     )

@@ -59,7 +59,7 @@ from lowcostgpu.core.instance_state import (
 )
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest
-from lowcostgpu.domain.events import Reason
+from lowcostgpu.domain.events import Reason, iso_utc
 from lowcostgpu.domain.status import INSTANCE_HOLDS_GPUS, InstanceStatus
 
 __all__ = [
@@ -170,7 +170,10 @@ def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> Result:
     gpus = ",".join(map(str, s.gpu_indices))
     words = f"scheduled on {ev.host_id}, GPUs {gpus}"
     if s.waiting_for:
-        words += f"; starts when {len(s.waiting_for)} reclaimed allocation(s) have left"
+        words += (
+            f"; starts when the interruptible work on them has left "
+            f"({len(s.waiting_for)} reclaimed allocation(s), within their grace period)"
+        )
     data = {"host_id": ev.host_id, "gpu_indices": list(s.gpu_indices)}
     fx: list[Effect] = [instance_event(s, Reason.SCHEDULED, words, now, **data)]
     if not s.waiting_for:
@@ -203,7 +206,7 @@ def _started(s: InstanceState, now: Timestamp) -> Result:
     )
     if s.restart_count == 0:
         return s, [instance_event(s, Reason.STARTED, f"started on {s.host_id}", now)]
-    words = f"auto-restarted (restart {s.restart_count}), resume from {checkpoint_words(s)}"
+    words = f"auto-restarted (restart {s.restart_count}): resumes from {checkpoint_words(s)}"
     data = {"restart_count": s.restart_count, "resume_step": s.last_checkpoint_step}
     return s, [instance_event(s, Reason.RESTARTED, words, now, **data)]
 
@@ -214,7 +217,8 @@ def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> Result:
     if s.status is not _I.STARTING:
         return s, []
     s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=ev.reason)
-    return release_gpus(s, [instance_event(s, Reason.FAILED, f"could not start: {ev.reason}", now)])
+    words = f"could not start: {ev.reason}; its GPUs are released (nothing is billed)"
+    return release_gpus(s, [instance_event(s, Reason.FAILED, words, now)])
 
 
 def _checkpoint(s: InstanceState, ev: CheckpointReported, now: Timestamp) -> Result:
@@ -245,9 +249,8 @@ def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> Result:
         )
     reason = "exited without an exit code" if ev.exit_code is None else f"exited {ev.exit_code}"
     s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=reason)
-    return release_gpus(
-        s, [instance_event(s, Reason.FAILED, f"failed: {reason}", now, exit_code=ev.exit_code)]
-    )
+    words = f"failed: the workload {reason}; `lowcostgpu logs {s.id}` shows its output"
+    return release_gpus(s, [instance_event(s, Reason.FAILED, words, now, exit_code=ev.exit_code)])
 
 
 # --- The drain: reclaim and stop ---------------------------------------------------------------
@@ -332,7 +335,12 @@ def _stop(s: InstanceState, now: Timestamp) -> Result:
         deadline=window.deadline,
         drain_reason="stop",
     )
-    words = f"stopping: SIGTERM sent, SIGKILL in {s.grace_period_s} s if still running"
+    words = preempted_message(
+        window,
+        kept="your volume is kept",
+        then=f"it is not requeued (`lowcostgpu resume {s.id}` queues it again)",
+        head="stopping as asked",
+    )
     data = drain_data(window, for_subject=None, lost_gpu_s=0, reason="stop")
     return _begin_drain(s, instance_event(s, Reason.STOPPING, words, now, **data), now)
 
@@ -352,12 +360,18 @@ def _deadline(s: InstanceState, now: Timestamp) -> Result:
     assert s.allocation_id is not None
     killed: list[Effect] = [
         KillWorkload(s.id, s.allocation_id),
-        instance_event(
-            s, Reason.KILLED, "grace period over: SIGKILL sent", now, deadline=s.deadline
-        ),
+        instance_event(s, Reason.KILLED, _killed_words(s), now, deadline=s.deadline),
     ]
     s, fx = _finish_drain(s, now)
     return s, killed + fx
+
+
+def _killed_words(s: InstanceState) -> str:
+    assert s.deadline is not None
+    return (
+        f"grace period over at {iso_utc(s.deadline)} and still running: killed (SIGKILL); "
+        f"work since the last checkpoint is lost, {checkpoint_words(s)}"
+    )
 
 
 def _finish_drain(s: InstanceState, now: Timestamp) -> Result:

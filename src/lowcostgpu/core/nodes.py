@@ -339,7 +339,16 @@ def _leave(s: NodeState, reason: str, now: Timestamp) -> _Result:
         return _removed(s, now, f"pending node {s.id} removed before it was ready: {why}")
     window = open_drain(now, s.grace_period_s)
     s = _draining(_to(s, _N.CORDONED), window, reason, None)
-    message = f"cordoned ({reason}): pods get SIGTERM, removed within {s.grace_period_s} s"
+    why = "target lowered" if reason == DRAIN_SCALE_DOWN else reason
+    message = preempted_message(
+        window,
+        head=f"cordoned ({why})",
+        who="its pods get ",
+        save="finish",
+        end="the node is removed",
+        kept="no new pod is scheduled on it",
+        then="the cluster's other nodes keep running",
+    )
     data = drain_data(window, for_subject=None, lost_gpu_s=0, reason=reason)
     return _signal(s, _event(s, Reason.CORDONED, message, now, **data), now)
 
