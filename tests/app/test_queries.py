@@ -68,9 +68,16 @@ def test_pools_and_operator_counts_read_the_live_state() -> None:
 
 
 def _preempted(
-    key: str, at: int, subject: str, gpu_type: str | None, kind: str = "instance"
+    key: str,
+    at: int,
+    subject: str,
+    gpu_type: str | None,
+    kind: str = "instance",
+    run_s: int | None = None,
 ) -> EventRecord:
-    data = {} if gpu_type is None else {"gpu_type": gpu_type}
+    data: dict[str, object] = {} if gpu_type is None else {"gpu_type": gpu_type}
+    if run_s is not None:
+        data["run_s"] = run_s
     return EventRecord(
         key, at, "acme", kind, subject, EventType.WARNING, Reason.PREEMPTED, "m", data
     )
@@ -108,6 +115,30 @@ def test_interruption_statistics_read_the_windows_preempted_events_of_instances(
     (h100,) = queries.interruption_statistics(w.plane, gpu_types=["h100-sxm"])
     assert (h100["interruptions"], h100["median_time_between_interruptions_s"]) == (1, None)
     assert queries.instance_interruption_statistics(w.plane, b) == row
+
+
+@pytest.mark.parametrize(
+    ("runs_s", "median_s"),
+    [
+        ([], None),  # never interrupted: nothing to say
+        ([600], 600),  # one interruption is enough: how long that run had run
+        ([600, 60, 3600], 600),
+        ([0, 0, 7200, 7200], 3600),
+    ],
+)
+def test_the_median_time_between_interruptions_is_how_long_interrupted_runs_had_run(
+    runs_s: list[int], median_s: int | None
+) -> None:
+    w = World()
+    a = _launch(w, 8)
+    now = w.clock.now()
+    events = [_preempted(f"r{i}", now - 50 + i, a, GPU, run_s=r) for i, r in enumerate(runs_s)]
+    w.store.commit(Commit(events=events))
+    (row,) = queries.interruption_statistics(w.plane)
+    assert (row["interruptions"], row["median_time_between_interruptions_s"]) == (
+        len(runs_s),
+        median_s,
+    )
 
 
 def test_interruption_statistics_page_through_more_events_than_one_read(

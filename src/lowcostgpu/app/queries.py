@@ -111,8 +111,13 @@ def interruption_statistics(
     """Per GPU type (the fleet's, or `gpu_types`), over the last `window_s`: the instances'
     interruptions (`Preempted` events), interruptions per hour per interruptible instance of
     the type — live now or interrupted in the window: wall hours stand in for running hours —
-    and the median time between two interruptions of the same instance (None until some
-    instance was interrupted twice in the window).
+    and the median time between interruptions: how long each interrupted run had been running
+    since its (re)start (`data["run_s"]`), the simulator's definition (`sim.metrics`), so one
+    interruption is enough. None only when no instance of the type was interrupted in the
+    window. (It used to be the gap between two interruptions of the *same* instance, which needs
+    an instance interrupted twice within the window: rare, since a restart is shielded for its
+    minimum runtime — so `fleet` showed `-` in practice. Events written before `run_s` was in
+    their data still count that way.)
 
     The one reader of these figures (`/v1/fleet`, the operator's fleet, `/metrics`, the
     workloads' metadata endpoint). Cost: O(Preempted events in the window), read by reason,
@@ -123,10 +128,21 @@ def interruption_statistics(
     types = sorted({h.pool.gpu_type for h in plane.hosts} if gpu_types is None else gpu_types)
     wanted = set(types)
     type_of: dict[str, str | None] = {}
-    times: dict[str, list[Timestamp]] = {}
+    times: dict[str, list[Timestamp]] = {}  # events without `run_s`, per instance
+    runs: dict[str, list[int]] = {t: [] for t in types}
+    counts: dict[str, int] = dict.fromkeys(types, 0)
+    interrupted: dict[str, set[str]] = {t: set() for t in types}
     for event in _preempted(plane.store, now - window_s):
         gpu_type = _gpu_type_of(plane.store, event, type_of)
-        if gpu_type in wanted:
+        if gpu_type not in wanted:
+            continue
+        assert gpu_type is not None
+        counts[gpu_type] += 1
+        interrupted[gpu_type].add(event.object_id)
+        run_s = event.data.get("run_s")
+        if isinstance(run_s, int) and not isinstance(run_s, bool):
+            runs[gpu_type].append(run_s)
+        else:
             times.setdefault(event.object_id, []).append(event.at)
     live: dict[str, set[str]] = {t: set() for t in types}
     for inst in plane.snapshot().instances.values():
@@ -135,17 +151,16 @@ def interruption_statistics(
     hours = window_s / 3600
     out = []
     for gpu_type in types:
-        series = {i: sorted(t) for i, t in times.items() if type_of[i] == gpu_type}
-        gaps = [b - a for t in series.values() for a, b in pairwise(t)]
-        count = sum(len(t) for t in series.values())
-        instances = len(live[gpu_type] | series.keys())
+        series = (sorted(t) for i, t in times.items() if type_of[i] == gpu_type)
+        spans = runs[gpu_type] + [b - a for t in series for a, b in pairwise(t)]
+        instances = len(live[gpu_type] | interrupted[gpu_type])
         out.append(
             {
                 "gpu_type": gpu_type,
                 "window_s": window_s,
-                "interruptions": count,
-                "interruptions_per_hour": count / hours / max(1, instances),
-                "median_time_between_interruptions_s": round(median(gaps)) if gaps else None,
+                "interruptions": counts[gpu_type],
+                "interruptions_per_hour": counts[gpu_type] / hours / max(1, instances),
+                "median_time_between_interruptions_s": round(median(spans)) if spans else None,
             }
         )
     return out

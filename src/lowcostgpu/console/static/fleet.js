@@ -93,10 +93,10 @@ export async function fleetPage(main, _id, { signal }) {
       card("Interruptions per GPU type", table([
         ["GPU type", (s) => h("b", {}, s.gpu_type)],
         ["Interruptions", (s) => s.interruptions, "num"],
-        ["Median time between", (s) => (s.median_time_between_interruptions_s === null ? "— (none twice yet)" : duration(s.median_time_between_interruptions_s)), "num",
+        ["Median time between", (s) => (s.median_time_between_interruptions_s === null ? "— (no interruption yet)" : duration(s.median_time_between_interruptions_s)), "num",
           (s) => s.median_time_between_interruptions_s ?? Infinity],
       ], f.interruptions, "", { id: "interruptions" }),
-      h("p", { class: "muted" }, "Interruptions and the median time between two interruptions of the same instance, over the last 7 days.")),
+      h("p", { class: "muted" }, "Interruptions over the last 7 days, and the median time an interrupted run had been running since its (re)start when it was interrupted.")),
       card("Instances by state",
         table([["State", ([s]) => s], ["Instances", ([, n]) => n, "num"]], Object.entries(f.instances), "No live instances."))));
 }
