@@ -73,6 +73,7 @@ def test_the_operator_sees_the_fleet_and_the_accounts(server: Server, page: Any)
     page.wait_for_selector("#pools")
     assert "a100-sxm4" in page.inner_text("#pools") and "h100-sxm" in page.inner_text("#pools")
     page.wait_for_selector("#interruptions")
+    page.wait_for_selector("h2:text('Latest reclaims')")  # the policy's reasoning, for operators
     page.click("nav a:text('Accounts')")
     page.wait_for_selector("#accounts")
     assert "someone" in page.inner_text("#accounts")

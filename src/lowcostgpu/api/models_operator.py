@@ -1,11 +1,15 @@
-"""Bodies of the operator's history endpoint (`GET /v1/operator/history`, admin key)."""
+"""Bodies of the operator's history and reclaims endpoints (`GET /v1/operator/history`,
+`GET /v1/operator/reclaims`, admin key)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from lowcostgpu.app.fleet_history import FleetHistory
 from lowcostgpu.core import fleet_history as fh
+from lowcostgpu.ports.records import EventRecord
 
 
 class HistoryWindowOut(BaseModel):
@@ -65,4 +69,36 @@ class HistoryOut(BaseModel):
             events_read=h.events_read,
             lookback_s=h.lookback_s,
             series=series,
+        )
+
+
+class ReclaimOut(BaseModel):
+    """One reclaim as the operator sees it: whose object, what its owner was told, and why the
+    victim policy chose it (`data.reason`, `data.policy` of the `Preempted` event)."""
+
+    seq: int
+    at: int = Field(description="the notice (Unix seconds)")
+    account_id: str
+    object_kind: str = Field(description="instance or node")
+    object_id: str
+    message: str = Field(description="what the customer was told")
+    grace_period_s: int | None
+    lost_gpu_s: int | None = Field(description="GPU-seconds since its last checkpoint")
+    reason: str = Field(description="the victim policy's reasoning, in words")
+    policy: dict[str, Any] = Field(description="the same as figures: name, cost, alternatives")
+
+    @classmethod
+    def of(cls, e: EventRecord) -> ReclaimOut:
+        data = e.data
+        return cls(
+            seq=e.seq or 0,
+            at=e.at,
+            account_id=e.account_id,
+            object_kind=e.object_kind,
+            object_id=e.object_id,
+            message=e.message,
+            grace_period_s=data.get("grace_period_s"),
+            lost_gpu_s=data.get("lost_gpu_s"),
+            reason=str(data.get("reason") or ""),
+            policy=dict(data.get("policy") or {}),
         )

@@ -4,7 +4,9 @@
 interruption statistics per GPU type, and per time bucket of a window: GPU-seconds on-demand vs
 interruptible and the utilisation they make, reclaims, revenue. `GET /v1/operator/history` —
 queue depth and reclaims per step of a window, per pool, derived from the event log (so it
-survives a restart). Aggregates and accounts' totals only; an account key gets 403 like every
+survives a restart). `GET /v1/operator/reclaims` — the latest reclaims (`Preempted` events of
+every account) with the victim policy's reasoning, which the customer's message leaves out.
+Aggregates, accounts' totals and the operator's own view; an account key gets 403 like every
 admin endpoint.
 """
 
@@ -18,10 +20,11 @@ from fastapi import APIRouter, Query
 
 from lowcostgpu.api.context import Admin, Ctx
 from lowcostgpu.api.models_input import MAX_INT64
-from lowcostgpu.api.models_operator import HistoryOut
+from lowcostgpu.api.models_operator import HistoryOut, ReclaimOut
 from lowcostgpu.app import fleet_history, queries
 from lowcostgpu.app import operator_stats as stats
 from lowcostgpu.app.plane import ControlPlane
+from lowcostgpu.domain.events import Reason
 
 router = APIRouter(prefix="/v1/operator", tags=["admin"])
 
@@ -94,3 +97,15 @@ def operator_history(
     (`Preempted` events) per step of the window, per pool and in all, from the event log.
     A window that makes no plot is a 422 that says what to change."""
     return HistoryOut.of(fleet_history.fleet_history(ctx.plane, window_s, step_s))
+
+
+@router.get("/reclaims", response_model=list[ReclaimOut])
+def operator_reclaims(
+    ctx: Ctx,
+    _: Admin,
+    limit: Annotated[int, Query(ge=1, le=1000, description="the latest N reclaims")] = 50,
+) -> list[ReclaimOut]:
+    """The latest reclaims of every account, oldest first: the victim, what its owner was told,
+    and why the victim policy chose it. Cost: one store read by reason (the last `limit`)."""
+    found = ctx.plane.store.events(reason=str(Reason.PREEMPTED), limit=limit, newest=True)
+    return [ReclaimOut.of(e) for e in found]

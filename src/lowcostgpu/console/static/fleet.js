@@ -1,8 +1,9 @@
 // The operator's pages (admin key): the fleet — pools, utilisation on-demand vs interruptible,
 // queue depth and reclaims per hour over time (from the event log: /v1/operator/history),
-// revenue, time between interruptions per GPU type — and the accounts.
+// revenue, time between interruptions per GPU type, the latest reclaims with the victim policy's
+// reasoning (which the customer's message leaves out: /v1/operator/reclaims) — and the accounts.
 import { api } from "./api.js";
-import { card, clear, clock, duration, h, money, stat, table } from "./dom.js";
+import { card, clear, clock, duration, h, money, stat, table, when } from "./dom.js";
 import { barChart, lineChart } from "./plot.js";
 
 // [key, window_s, step_s (one point per), words]
@@ -56,12 +57,33 @@ function historyCards(hist, label, words) {
   return [queue, reclaims];
 }
 
+// Why each victim was chosen: the policy, its cost of the choice and the victim's cost terms.
+function why(r) {
+  const p = r.policy || {};
+  const terms = p.victim_terms
+    ? ` · lost ${p.victim_terms.lost_gpu_s}${p.victim_terms.lost_estimated ? " (estimated)" : ""} + requeue ${p.victim_terms.requeue_gpu_s} + history ${p.victim_terms.history_gpu_s} GPU-s`
+    : "";
+  const others = (p.alternatives || []).length ? ` · next best ${p.alternatives[0].cost_gpu_s} GPU-s on ${p.alternatives[0].host_id}` : "";
+  return h("span", { title: r.reason }, `${p.name || "?"}: ${p.cost_gpu_s ?? "?"} GPU-s on ${p.host_id || "?"}${terms}${others}`);
+}
+
+function reclaimsTable(list) {
+  return table([
+    ["Time", (r) => when(r.at), null, (r) => r.seq],
+    ["Object", (r) => [h("b", { class: "mono" }, r.object_id), h("div", { class: "muted mono" }, r.account_id)], null, (r) => r.object_id],
+    ["Lost", (r) => (r.lost_gpu_s === null ? "—" : `${r.lost_gpu_s} GPU-s`), "num", (r) => r.lost_gpu_s ?? -1],
+    ["Why this victim (policy)", why],
+    ["The customer was told", (r) => h("span", { class: "muted" }, r.message)],
+  ], list.slice().reverse(), "No reclaim yet.", { id: "reclaims" });
+}
+
 export async function fleetPage(main, _id, { signal }) {
   const choice = new URLSearchParams(location.hash.split("?")[1] || "").get("window") || "1h";
   const [, windowS, stepS, words] = WINDOWS.find(([k]) => k === choice) || WINDOWS[0];
-  const [f, hist] = await Promise.all([
+  const [f, hist, recent] = await Promise.all([
     api.get(`/v1/operator/fleet?window_s=${windowS}&bucket_s=${stepS}`, { signal }),
-    api.get(`/v1/operator/history?window_s=${windowS}&step_s=${stepS}`, { signal })]);
+    api.get(`/v1/operator/history?window_s=${windowS}&step_s=${stepS}`, { signal }),
+    api.get("/v1/operator/reclaims?limit=20", { signal })]);
   const label = (t) => {
     const iso = new Date(t * 1000).toISOString();
     return windowS > 86400 ? `${iso.slice(5, 10)} ${iso.slice(11, 13)}h` : iso.slice(11, 16);
@@ -98,7 +120,9 @@ export async function fleetPage(main, _id, { signal }) {
       ], f.interruptions, "", { id: "interruptions" }),
       h("p", { class: "muted" }, "Interruptions over the last 7 days, and the median time an interrupted run had been running since its (re)start when it was interrupted.")),
       card("Instances by state",
-        table([["State", ([s]) => s], ["Instances", ([, n]) => n, "num"]], Object.entries(f.instances), "No live instances."))));
+        table([["State", ([s]) => s], ["Instances", ([, n]) => n, "num"]], Object.entries(f.instances), "No live instances."))),
+    card("Latest reclaims: why the policy chose each victim", reclaimsTable(recent),
+      h("p", { class: "muted" }, "The reasoning is the operator's: the customer's Preempted event says what happens to their work, never why it was chosen nor whose on-demand work it was for.")));
 }
 
 export async function accountsPage(main, _id, { signal }) {
