@@ -73,6 +73,11 @@ def test_the_sim_command_writes_json_and_an_offline_html(tmp_path: Path) -> None
     html = (out / "report.html").read_text(encoding="utf-8")
     assert html.count("<svg") >= 7
     assert "<script" not in html and "http://" not in html.replace('"http://www.w3.org', "")
+    # Every figure explained, with its unit, and never Python's None.
+    assert "None" not in html and "None" not in result.output
+    assert set(report["figures_explained"]) >= {"lost_gpu_hours", "on_demand_p99_wait_s"}
+    assert "What the figures mean" in html and "GPU-h" in html
+    assert "GPU-h to redo" in result.output and "refused at first" in result.output
 
 
 def test_a_bad_trace_row_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:

@@ -230,15 +230,14 @@ def sim(
             replicate=replicate,
             progress=progress,
         )
+    from lowcostgpu.sim.report import summary_lines
+
     for name, figures in result["policies"].items():
-        typer.echo(
-            f"{name:<16} lost {figures['lost_gpu_hours']} GPU-h · "
-            f"{figures['interruptions']} interruptions · goodput {figures['preemptible_goodput']}"
-            f" · on-demand p99 wait {figures['on_demand_p99_wait_s']} s · "
-            f"revenue ${figures['revenue_usd']} · {figures['events']} events "
-            f"in {figures['wall_s']} s"
-        )
-    typer.echo(f"report: {report / 'report.json'} and {report / 'report.html'}")
+        typer.echo("\n".join(summary_lines(name, figures)))
+    typer.echo(
+        f"report: {report / 'report.json'} (every figure; figures_explained says what each "
+        f"means) and {report / 'report.html'}"
+    )
 
 
 def _register() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import ROUND_HALF_EVEN, Decimal
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ TABLE_KEYS = (
     "interruptions",
     "interrupted_jobs",
     "median_time_between_interruptions_s",
+    "interrupted_in_the_second_they_started",
     "interruptions_per_job_running_hour_mean",
     "interruptions_per_job_running_hour_p99",
     "interruptions_per_job_running_hour_max",
@@ -27,6 +29,7 @@ TABLE_KEYS = (
     "hiding_gain",
     "reinterrupted_within_min_runtime",
     "on_demand_p99_wait_s",
+    "on_demand_refused_at_first",
     "utilisation_gained",
     "revenue_usd",
     "events",
@@ -34,7 +37,152 @@ TABLE_KEYS = (
 )
 
 
+# Every figure of the table and the summary: (unit, what it is and what an extreme value means).
+# report.json carries them (`figures_explained`), report.html prints them under the table.
+FIGURES: dict[str, tuple[str, str]] = {
+    "lost_gpu_hours": (
+        "GPU-h",
+        "work done since the last saved checkpoint when a run was interrupted, times its GPUs: "
+        "what restarts must redo; 0 = every interrupted run had just saved (or just started)",
+    ),
+    "avoidable_lost_share": (
+        "share 0–1",
+        "of the loss at the policy's reclaims, what the clairvoyant choice at the same moments "
+        "would have saved; 0 = it chose as well as perfect knowledge; — when nothing was lost",
+    ),
+    "preemptible_goodput": (
+        "share 0–1",
+        "useful GPU-h of interruptible jobs ÷ the GPU-h they were billed for; 1 = nothing redone",
+    ),
+    "interruptions": ("count", "reclaims of interruptible runs (SIGTERM notices)"),
+    "interrupted_jobs": ("count", "interruptible jobs interrupted at least once"),
+    "median_time_between_interruptions_s": (
+        "s",
+        "how long an interrupted run had run since its (re)start, median over the interruptions; "
+        "0 = most were reclaimed in the second they started (see "
+        "interrupted_in_the_second_they_started); — when nothing was interrupted",
+    ),
+    "interrupted_in_the_second_they_started": (
+        "count",
+        "runs reclaimed in the very second they started: started on GPUs that a waiting "
+        "on-demand request took at once (they lose nothing but a start)",
+    ),
+    "interruptions_per_job_running_hour_mean": (
+        "per running hour",
+        "per interruptible job that ran: interruptions ÷ its hours on GPUs, averaged",
+    ),
+    "interruptions_per_job_running_hour_p99": ("per running hour", "the same, 99th percentile"),
+    "interruptions_per_job_running_hour_max": (
+        "per running hour",
+        "the same, the worst job (a short job interrupted once makes it large)",
+    ),
+    "jain_index_interruptions_per_running_hour": (
+        "index 0–1",
+        "Jain's fairness index of those rates: 1 = every job interrupted as often per hour",
+    ),
+    "checkpointer_penalty": (
+        "ratio",
+        "interruptions per running hour of jobs that checkpoint every ≤10 min ÷ that of jobs that "
+        "never checkpoint; 1 = fair, > 1 punishes checkpointing; — when a group had none",
+    ),
+    "hiding_gain": (
+        "share",
+        "what hiding checkpoints gains the hiders (1 − their rate hiding ÷ reporting); ≤ 0 = "
+        "hiding does not pay; — for a yardstick or when the hiders were never interrupted",
+    ),
+    "reinterrupted_within_min_runtime": (
+        "count",
+        "interruptions of a restarted run before its minimum runtime: 0 is the promise",
+    ),
+    "on_demand_p50_wait_s": ("s", "on-demand submit → start, median"),
+    "on_demand_p99_wait_s": (
+        "s",
+        "on-demand submit → start, 99th percentile: the reclaim latency (≤ the grace period) "
+        "unless more than 1 % of requests were refused — refused when no reclaim can free the "
+        "GPUs (held by on-demand work or shielded restarts) — and waited for on-demand work to end",
+    ),
+    "on_demand_refused_at_first": (
+        "count",
+        "on-demand requests refused at first (no reclaim could free enough GPUs) that later ran",
+    ),
+    "utilisation_gained": (
+        "share 0–1",
+        "preemptible GPU-h ÷ the fleet's GPU-h: capacity sold that would have stood idle",
+    ),
+    "revenue_usd": ("$", "metered usage rated from the catalog; interruptible at half price"),
+    "events": ("count", "simulation events handled"),
+    "wall_s": ("s", "wall-clock time the run took (the only figure that differs between runs)"),
+}
+
+
+def shown(value: Any) -> str:
+    """A figure as a person reads it: thousands separated, no `None` (an em dash: no value)."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.4f}".rstrip("0").rstrip(".") if value % 1 else f"{value:,.1f}"
+
+
+def _duration(seconds: int | None) -> str:
+    """`647,165 s (7 d 11:46:05)`: seconds, and from an hour on the same as d h:mm:ss."""
+    if seconds is None:
+        return "— (none)"
+    if seconds < 3600:
+        return f"{seconds:,} s"
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    clock = f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{seconds:,} s ({days} d {clock})" if days else f"{seconds:,} s ({clock})"
+
+
+def _usd(amount: str) -> str:
+    """An exact decimal string shown to the cent: `$22,435.02`."""
+    return f"${Decimal(amount).quantize(Decimal('0.01'), rounding=ROUND_HALF_EVEN):,}"
+
+
+def summary_lines(name: str, f: dict[str, Any]) -> list[str]:
+    """What `lowcostgpu sim` prints for one policy: every figure with its unit and, where an
+    extreme value needs it, why (`FIGURES` has the definitions; report.html the same)."""
+    jobs = f["jobs"]
+    at_start = f.get("interrupted_in_the_second_they_started", 0)
+    median = f["median_time_between_interruptions_s"]
+    refused = f.get("on_demand_refused_at_first", 0)
+    never = jobs.get("on_demand_never_started", 0)
+    lines = [
+        f"{name}",
+        f"  lost work        {shown(f['lost_gpu_hours'])} GPU-h to redo (work since the last "
+        "checkpoint at each interruption; 0 = nothing redone)",
+        f"  interruptions    {shown(f['interruptions'])} of {shown(jobs['interruptible'])} "
+        f"interruptible jobs' runs ({shown(f['interrupted_jobs'])} jobs interrupted)",
+        f"  median run before an interruption  {_duration(median)}"
+        + (
+            f" — {shown(at_start)} of the {shown(f['interruptions'])} runs were reclaimed in the "
+            "second they started (GPUs a waiting on-demand request took at once)"
+            if at_start
+            else ""
+        ),
+        f"  goodput          {shown(f['preemptible_goodput'])} (useful ÷ billed interruptible "
+        "GPU-h; 1 = nothing redone; — = none billed)",
+        f"  on-demand wait   p50 {_duration(f['on_demand_p50_wait_s'])} · p99 "
+        f"{_duration(f['on_demand_p99_wait_s'])} · reclaim latency p99 "
+        f"{_duration(f.get('on_demand_reclaim_latency_p99_s'))}",
+        f"{' ' * 19}{shown(refused)} of {shown(jobs['on_demand'])} on-demand requests were "
+        "refused at first — no reclaim could free their GPUs (held by on-demand work or shielded "
+        f"restarts) — and waited up to {_duration(f.get('on_demand_refused_wait_max_s'))}"
+        + (f"; {shown(never)} never started" if never else ""),
+        f"  revenue          {_usd(f['revenue_usd'])} (interruptible at half price; "
+        f"{_usd(f['revenue_if_interruptible_paid_full_price_usd'])} had it paid full price; "
+        "exact amounts in report.json)",
+        f"  simulated        {shown(f['events'])} events in {shown(f['wall_s'])} s",
+    ]
+    return lines
+
+
 def write_report(directory: Path, report: dict[str, Any], samples: dict[str, list[Sample]]) -> None:
+    report = {**report, "figures_explained": {k: f"{u}: {w}" for k, (u, w) in FIGURES.items()}}
     try:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "report.json").write_text(
@@ -169,16 +317,34 @@ def _h(text: str) -> str:
 
 
 def _table(policies: dict[str, dict[str, Any]]) -> str:
+    """The figures per policy, units in the header, `—` for a figure with no value, and what
+    each figure means (and what its extremes mean) under the table."""
     rows = "".join(
         "<tr><th>"
         + escape(p)
         + "</th>"
-        + "".join(f"<td>{escape(str(v.get(k)))}</td>" for k in TABLE_KEYS)
+        + "".join(f"<td>{escape(shown(v.get(k)))}</td>" for k in TABLE_KEYS)
         + "</tr>"
         for p, v in policies.items()
     )
-    header = "<tr><th>policy</th>" + "".join(f"<th>{k}</th>" for k in TABLE_KEYS) + "</tr>"
-    return f"<h2>Policies compared</h2><table>{header}{rows}</table>"
+    header = (
+        "<tr><th>policy</th>"
+        + "".join(f"<th>{k}<br><small>{escape(_unit(k))}</small></th>" for k in TABLE_KEYS)
+        + "</tr>"
+    )
+    legend = "".join(
+        f"<dt><code>{k}</code> ({escape(_unit(k))})</dt><dd>{escape(FIGURES[k][1])}</dd>"
+        for k in TABLE_KEYS
+        if k in FIGURES
+    )
+    return (
+        f"<h2>Policies compared</h2><table>{header}{rows}</table>"
+        f"<h3>What the figures mean</h3><dl>{legend}</dl>"
+    )
+
+
+def _unit(key: str) -> str:
+    return FIGURES[key][0] if key in FIGURES else ""
 
 
 def _hist_keys(policies: dict[str, dict[str, Any]]) -> list[str]:
