@@ -144,6 +144,8 @@ def _enqueue(s: InstanceState, now: Timestamp) -> Result:
         return s, []  # already queued: enqueueing twice changes nothing
     s = evolve(s, enqueued_at=now)
     words = f"queued in {s.pool} for {s.gpus} GPU(s) ({s.capacity_class})"
+    if s.capacity_class.preemptible:
+        words += f": it starts when GPUs free up; `lowcostgpu show {s.id}` gives its place and ETA"
     return s, [instance_event(s, Reason.QUEUED, words, now, pool=str(s.pool), gpus=s.gpus)]
 
 

@@ -155,8 +155,9 @@ def summary_lines(name: str, f: dict[str, Any]) -> list[str]:
         f"{name}",
         f"  lost work        {shown(f['lost_gpu_hours'])} GPU-h to redo (work since the last "
         "checkpoint at each interruption; 0 = nothing redone)",
-        f"  interruptions    {shown(f['interruptions'])} of {shown(jobs['interruptible'])} "
-        f"interruptible jobs' runs ({shown(f['interrupted_jobs'])} jobs interrupted)",
+        f"  interruptions    {shown(f['interruptions'])} (SIGTERM notices) of "
+        f"{shown(jobs['interruptible'])} interruptible jobs; {shown(f['interrupted_jobs'])} "
+        "jobs interrupted at least once",
         f"  median run before an interruption  {_duration(median)}"
         + (
             f" — {shown(at_start)} of the {shown(f['interruptions'])} runs were reclaimed in the "
