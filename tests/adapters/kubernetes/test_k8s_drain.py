@@ -113,6 +113,8 @@ def test_reclaim_cordons_fires_preempted_evicts_with_grace_then_deletes_the_node
     events = world.kube.events.list_namespaced_event("kube-system").items
     preempted = [e for e in events if e.reason == "Preempted" and e.regarding.name == node]
     assert len(preempted) == 1 and preempted[0].type == "Warning"  # 2. the Event
+    # ... which never names the on-demand work it was reclaimed for (it may be another account's)
+    assert od not in preempted[0].note and "reclaimed for on-demand work" in preempted[0].note
     pods = world.pods()  # 3. evicted with their own grace
     assert {k: p.metadata.deletion_grace_period_seconds for k, p in pods.items()} == {
         "train-0": 3,
