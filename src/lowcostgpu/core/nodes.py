@@ -333,16 +333,15 @@ def _leave(s: NodeState, reason: str, now: Timestamp) -> _Result:
         return s, []  # already leaving: a second request changes nothing
     if s.status is _N.PENDING:
         s = replace(s, drain_reason=reason)
-        why = "target lowered" if reason == DRAIN_SCALE_DOWN else reason
+        why = _why(reason)
         if s.queued:
             return _removed(s, now, f"pending node {s.id} left the queue: {why}")
         return _removed(s, now, f"pending node {s.id} removed before it was ready: {why}")
     window = open_drain(now, s.grace_period_s)
     s = _draining(_to(s, _N.CORDONED), window, reason, None)
-    why = "target lowered" if reason == DRAIN_SCALE_DOWN else reason
     message = preempted_message(
         window,
-        head=f"cordoned ({why})",
+        head=f"cordoned ({_why(reason)})",
         who="its pods get ",
         save="finish",
         end="the node is removed",
@@ -388,14 +387,29 @@ def _deadline(s: NodeState, now: Timestamp) -> _Result:
     assert s.allocation_id is not None
     killed: list[Effect] = [
         KillWorkload(s.id, s.allocation_id),
-        _event(s, Reason.KILLED, "grace period over: SIGKILL sent to the node's pods", now),
+        _event(
+            s,
+            Reason.KILLED,
+            "grace period over and pods still running: they were killed (SIGKILL)",
+            now,
+        ),
     ]
     s, fx = _gone(s, now)
     return s, killed + fx
 
 
 def _gone(s: NodeState, now: Timestamp) -> _Result:
-    return _removed(s, now, f"node {s.id} removed after its drain ({s.drain_reason})")
+    return _removed(s, now, f"node {s.id} removed after its drain ({_why(s.drain_reason)})")
+
+
+def _why(drain_reason: str | None) -> str:
+    """A drain reason in the customer's words."""
+    words = {
+        DRAIN_PREEMPTED: "reclaimed for on-demand work",
+        DRAIN_SCALE_DOWN: "target lowered",
+        DRAIN_CLUSTER_DELETE: "cluster deleted",
+    }
+    return words.get(drain_reason or "", drain_reason or "drained")
 
 
 def _removed(s: NodeState, now: Timestamp, message: str) -> _Result:
