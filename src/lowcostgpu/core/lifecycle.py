@@ -219,7 +219,7 @@ def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> Result:
     if s.status is not _I.STARTING:
         return s, []
     s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=ev.reason)
-    words = f"could not start: {ev.reason}; its GPUs are released (nothing is billed)"
+    words = f"could not start: {ev.reason}; its GPUs are released (no GPU time is billed)"
     return release_gpus(s, [instance_event(s, Reason.FAILED, words, now)])
 
 
@@ -372,7 +372,7 @@ def _killed_words(s: InstanceState) -> str:
     assert s.deadline is not None
     return (
         f"grace period over at {iso_utc(s.deadline)} and still running: killed (SIGKILL); "
-        f"work since the last checkpoint is lost, {checkpoint_words(s)}"
+        f"work since the last checkpoint is lost ({checkpoint_words(s)})"
     )
 
 
