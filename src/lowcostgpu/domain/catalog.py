@@ -54,7 +54,6 @@ class Catalog:
                 hint=f"use one of: {known} (see `lowcostgpu prices`)",
             ) from None
 
-
     def resolve_gpu(self, typed: str) -> GpuType:
         """The GPU type a user means by `typed`: the one resolver of every request that names a
         GPU type (launch, clusters), so that `A100-SXM4`, `a100` and `5090` mean the same
