@@ -7,7 +7,8 @@
 # from an earlier checkout is replaced). Otherwise nothing is written and the lines below say
 # what to type (`source .venv/bin/activate`).
 set -eu
-venv_bin="$(cd "${1:-.venv}/bin" && pwd)"
+venv="${1:-.venv}"
+venv_bin="$(cd "$venv/bin" && pwd)"
 target="$venv_bin/lowcostgpu"
 dir="$HOME/.local/bin"
 link="$dir/lowcostgpu"
@@ -36,7 +37,7 @@ if [ -n "$how" ]; then
     echo "  $how"
 else
     echo "  the CLI is $target; in another terminal, put it on your PATH with"
-    echo "      source .venv/bin/activate        (or: export PATH=\"$venv_bin:\$PATH\")"
+    echo "      source $venv/bin/activate        (or: export PATH=\"$venv_bin:\$PATH\")"
 fi
 echo "  then, with the admin key serve prints below at its first start:"
 echo "      lowcostgpu login                  # asks for the URL, then a key or the admin key"
