@@ -18,7 +18,10 @@ install: $(STAMP)
 # docs/security.md); elsewhere `make run` starts unsandboxed and `serve` says so loudly.
 SANDBOX_FLAG ?= $(shell [ "$$(id -u)" = 0 ] && command -v bwrap >/dev/null || echo --no-sandbox)
 
+# Before `serve` blocks: how to use the CLI, and a `lowcostgpu` launcher on PATH where that needs
+# no root (scripts/cli-launcher.sh says what it did, or what to type).
 run: $(STAMP)
+	@sh scripts/cli-launcher.sh $(VENV)
 	@echo "(to watch the seed session for real in a throw-away plane instead: make demo, or lowcostgpu demo)"
 	$(VENV)/bin/lowcostgpu serve --data-dir ./data $(SANDBOX_FLAG)
 

@@ -57,8 +57,9 @@ class Route:
 
     @property
     def kind(self) -> str:
-        """Whose key opens it: `admin`, `metadata` (an instance token), `account`, or `open`."""
-        if not self.template.startswith("/v1/"):
+        """Whose key opens it: `admin`, `metadata` (an instance token), `account`, or `open`
+        (outside /v1/, or tagged `public` in the document: the prices)."""
+        if not self.template.startswith("/v1/") or "public" in self.tags:
             return "open"
         if self.template.startswith("/v1/metadata/"):
             return "metadata"

@@ -25,9 +25,22 @@ def test_without_a_key_every_user_endpoint_is_401_with_a_hint(api: Api) -> None:
     assert body["code"] == "unauthenticated"
     assert "lowcostgpu login" in body["hint"]
     assert (
-        httpx.get(f"{api.url}/v1/prices", headers={"authorization": "Bearer nope"}).status_code
+        httpx.get(f"{api.url}/v1/fleet", headers={"authorization": "Bearer nope"}).status_code
         == 401
     )
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"authorization": "Bearer nope"}, {"authorization": ""}],
+    ids=["no key", "a wrong key", "an empty header"],
+)
+def test_prices_are_public_whatever_the_authorization_header(
+    api: Api, headers: dict[str, str]
+) -> None:
+    response = httpx.get(f"{api.url}/v1/prices", headers=headers)
+    assert response.status_code == 200
+    assert {"a100-sxm4", "h100-sxm"} <= {g["gpu"] for g in response.json()["gpus"]}
 
 
 def test_an_account_key_cannot_act_as_admin_and_the_admin_owns_nothing(api: Api) -> None:

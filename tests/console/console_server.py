@@ -61,8 +61,8 @@ class Server:
         return created["id"], created["api_key"], Client(self.url, created["api_key"])
 
 
-def serving(tmp: Path) -> Iterator[Server]:
-    (tmp / "fleet.toml").write_text(FLEET)
+def serving(tmp: Path, fleet: str = FLEET) -> Iterator[Server]:
+    (tmp / "fleet.toml").write_text(fleet)
     options = ServeOptions(
         data_dir=tmp / "data",
         fleet=tmp / "fleet.toml",

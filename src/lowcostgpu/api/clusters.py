@@ -24,7 +24,7 @@ router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
 class ClusterIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    gpu: str = Field(description="GPU type of every node, e.g. h100-sxm (see the prices)")
+    gpu: str = Field(description="GPU type of every node, e.g. a100-sxm4 (see the prices)")
     region: str | None = None
     gpus_per_node: int = Field(8, ge=1, le=64, description="GPUs of one node (at most a host)")
     standard_nodes: int = Field(

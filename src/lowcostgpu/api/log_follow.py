@@ -10,7 +10,7 @@ slots for as long as it streams.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -18,6 +18,10 @@ from starlette.types import Receive, Scope, Send
 from lowcostgpu.api.context import ApiContext
 from lowcostgpu.api.longpoll import EventWatch
 from lowcostgpu.core.lifecycle import InstanceState
+from lowcostgpu.core.snapshot import allocation_id_for, placement_number
+from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.errors import NotFound
+from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
 
 FOLLOW_POLL_S = 0.5  # how often a follower looks at the log
@@ -45,6 +49,74 @@ def latest_allocation(state: InstanceState) -> str | None:
     if state.allocation_id:
         return state.allocation_id
     return state.runs[-1].allocation_id if state.runs else None
+
+
+def run_allocation(
+    state: InstanceState,
+    run: int | None,
+    previous: bool = False,
+    scheduled_at: Sequence[Timestamp] = (),
+) -> str | None:
+    """The allocation of the run a logs request names: the latest (neither given), the one
+    before it (`previous`), or the run of restart count `run` (0: the first). None: the latest
+    was asked for and there is none yet. A run that does not exist is NotFound saying which do.
+
+    `scheduled_at`: when each placement happened, in order (the instance's `Scheduled` events):
+    a run reclaimed before its start was seen is in no `state.runs`, yet it ran and has a log;
+    its allocation id is rebuilt from its placement (`allocation_id_for`). Cost: O(placements).
+    """
+    latest = latest_allocation(state)
+    if run is None and not previous:
+        return latest
+    known = {n: allocation_id_for(state.id, at, n) for n, at in enumerate(scheduled_at)}
+    for allocation in [*(r.allocation_id for r in state.runs), state.allocation_id]:
+        if allocation:
+            known[placement_number(allocation)] = allocation
+    if previous:
+        before = [n for n in known if latest is not None and n < placement_number(latest)]
+        if not before:
+            raise NotFound(
+                f"instance {state.id} has had no run before its latest",
+                hint="leave out --previous (previous=true) to read its only run",
+            )
+        return known[max(before)]
+    if run in known:
+        return known[run]
+    runs = ", ".join(map(str, sorted(known))) or "none yet"
+    raise NotFound(
+        f"instance {state.id} has no run {run}",
+        hint=f"its runs, by restart count (0 = the first): {runs}",
+    )
+
+
+def run_log(
+    ctx: ApiContext, state: InstanceState, run: int | None, previous: bool, tail_bytes: int
+) -> str:
+    """The log of the run a request names (`run_allocation`); "" before the first run. An
+    earlier run's placements are read from its `Scheduled` events (the store's index on the
+    object: O(placements)); a log the runtime no longer keeps is NotFound naming the run."""
+    scheduled: list[Timestamp] = []
+    if run is not None or previous:
+        events = ctx.plane.store.events(
+            account_id=state.account_id,
+            object_id=state.id,
+            reason=Reason.SCHEDULED.value,
+            limit=state.placement_count + 1,
+        )
+        scheduled = [e.at for e in events]
+    allocation = run_allocation(state, run, previous, scheduled)
+    if allocation is None:
+        return ""
+    try:
+        return ctx.runtime.logs(allocation, tail_bytes)
+    except NotFound as exc:
+        if run is None and not previous:
+            raise
+        which = f"run {placement_number(allocation)}"
+        raise NotFound(
+            f"no log of {which} of instance {state.id} is kept: {exc.message}",
+            hint=exc.hint or "it may have been interrupted before it started",
+        ) from None
 
 
 def _look(ctx: ApiContext, instance_id: str) -> tuple[InstanceState, str | None, str]:

@@ -1,4 +1,5 @@
-"""Prices, fleet, billing and balance (account keys); accounts, keys and top-ups (admin key)."""
+"""Prices (public); fleet, billing and balance (account keys); accounts, keys and top-ups
+(admin key)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ from lowcostgpu.domain.errors import InvalidRequest
 router = APIRouter(prefix="/v1")
 
 
-@router.get("/prices", tags=["prices"])
-def prices(ctx: Ctx, _: AccountId) -> PricesOut:
+@router.get("/prices", tags=["prices", "public"])
+def prices(ctx: Ctx) -> PricesOut:
+    """Public, as on the product page: no key needed (an Authorization header is not read), so
+    that `lowcostgpu prices` works before `login`. The catalog is the same for every account."""
     catalog = ctx.plane.catalog
     gpus = sorted(catalog.gpu_types.values(), key=lambda g: -g.on_demand_per_gpu_hour.amount)
     return PricesOut(

@@ -17,6 +17,7 @@ from fastapi.responses import PlainTextResponse
 from lowcostgpu.api import log_follow, longpoll
 from lowcostgpu.api.context import AccountId, ApiContext, Ctx, owned_instance
 from lowcostgpu.api.models import EventOut, InstanceIn, InstanceOut, UsageOut
+from lowcostgpu.api.models_input import MAX_INT64
 from lowcostgpu.app import queries
 from lowcostgpu.app.events import MAX_SEQ
 from lowcostgpu.app.launch import LaunchRequest
@@ -196,17 +197,30 @@ async def logs(
     instance_id: str,
     tail_bytes: Annotated[int, Query(ge=1, le=LOG_LIMIT)] = 65536,
     follow: Annotated[bool, Query(description="keep streaming until the run ends")] = False,
+    run: Annotated[
+        int | None,
+        Query(ge=0, le=MAX_INT64, description="the run of this restart count (0: first)"),
+    ] = None,
+    previous: Annotated[bool, Query(description="the run before the latest")] = False,
 ) -> Response:
-    """The latest run's output; with `follow`, streamed as it grows, across restarts, by a
-    follower that holds no thread (`api.log_follow`); beyond the cap of waiting requests 429."""
+    """The latest run's output (or an earlier run's: `run`, `previous`; 404 for a run that does
+    not exist, or whose log the runtime no longer keeps); with `follow`, the latest run streamed
+    as it grows, across restarts, by a follower that holds no thread (`api.log_follow`); beyond
+    the cap of waiting requests 429."""
     stored = await anyio.to_thread.run_sync(owned_instance, ctx, instance_id, account_id)
-    if not follow:
-        allocation = log_follow.latest_allocation(stored.state)
-        if allocation is None:
-            return PlainTextResponse("")
-        return PlainTextResponse(
-            await anyio.to_thread.run_sync(ctx.runtime.logs, allocation, tail_bytes)
+    if run is not None and previous:
+        raise InvalidRequest(
+            "give run or previous, not both", hint="previous=true is the run before the latest"
         )
+    if follow and (run is not None or previous):
+        raise InvalidRequest(
+            "follow streams the latest run only", hint="leave out follow to read an earlier run"
+        )
+    if not follow:
+        text = await anyio.to_thread.run_sync(
+            log_follow.run_log, ctx, stored.state, run, previous, tail_bytes
+        )
+        return PlainTextResponse(text)
     watch = longpoll.watch_of(request, ctx.plane.store)
     try:
         release = watch.hold(account_id)

@@ -163,5 +163,5 @@ class ClusterService:
         convert_node_class(node, CapacityClass.parse(to))
 
     def _pool(self, gpu_type: str, region: str | None) -> PoolKey:
-        self.catalog.gpu(gpu_type)  # NotFound lists the known types
-        return self.pools.pool(gpu_type, region)
+        canonical = self.catalog.resolve_gpu(gpu_type).name  # `a100` → a100-sxm4, or an error
+        return self.pools.pool(canonical, region)

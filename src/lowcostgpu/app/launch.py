@@ -41,9 +41,9 @@ def build_launch(
 ) -> tuple[LaunchSpec, LaunchRecord]:
     """`volumes`: where a new volume must fit (the runtime's answer), checked before anything is
     written, so that a volume no disk here can hold is a 400 now, not a failing effect later."""
-    catalog.gpu(request.gpu_type)  # NotFound lists the known types
+    gpu_type = catalog.resolve_gpu(request.gpu_type).name  # `a100` → a100-sxm4, or a clear error
     capacity_class = CapacityClass.parse(request.type)
-    pool = pools.pool(request.gpu_type, request.region)
+    pool = pools.pool(gpu_type, request.region)
     argv = _argv(request)
     reserved = sorted(k for k in request.env if k.startswith(ENV_PREFIX_RESERVED))
     if reserved:

@@ -8,14 +8,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from lowcostgpu.cli.context import admin_client, client, handled, print_json
+from lowcostgpu.cli.context import admin_client, client, handled, print_json, server_url
+from lowcostgpu.client.api import Client
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
 def prices(as_json: JsonFlag = False) -> None:
-    """The price list: on-demand, interruptible (exactly half), 100 GPU-hours, savings."""
-    with handled(), client() as api:
+    """The price list: on-demand, interruptible (exactly half), 100 GPU-hours, savings.
+
+    Public: no key is sent, so that it works before `login` (with no config at all)."""
+    with handled(), Client(server_url()) as api:
         found = api.prices()
     if as_json:
         print_json(found)

@@ -20,7 +20,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 @cluster_app.command("create")
 def create(
-    gpu: Annotated[str, typer.Option(help="GPU type of every node, e.g. h100-sxm")],
+    gpu: Annotated[str, typer.Option(help="GPU type of every node, e.g. a100-sxm4")],
     preemptible_gpus: Annotated[
         int, typer.Option(help="desired_preemptible_gpus: a multiple of --gpus-per-node")
     ] = 0,

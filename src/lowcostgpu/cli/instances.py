@@ -135,11 +135,23 @@ def logs(
         bool, typer.Option("--follow", "-f", help="stream until the run ends")
     ] = False,
     tail_bytes: Annotated[int, typer.Option(help="the last N bytes")] = 65536,
+    previous: Annotated[
+        bool, typer.Option("--previous", help="the run before the latest (e.g. before a restart)")
+    ] = False,
+    run: Annotated[
+        int | None,
+        typer.Option("--run", min=0, help="the run of restart count N (0 = the first run)"),
+    ] = None,
 ) -> None:
-    """The output of the instance's latest run."""
+    """The output of the instance's latest run, or of an earlier one (--previous, --run N)."""
     with handled(), client() as api:
+        if follow and (previous or run is not None):
+            raise InvalidRequest(
+                "--follow streams the latest run only",
+                hint="leave out --follow to read an earlier run",
+            )
         if not follow:
-            typer.echo(api.logs(instance_id, tail_bytes), nl=False)
+            typer.echo(api.logs(instance_id, tail_bytes, run=run, previous=previous), nl=False)
             return
         for chunk in api.follow_logs(instance_id, tail_bytes):
             typer.echo(chunk, nl=False)

@@ -294,8 +294,21 @@ class Client:
         path = f"/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/replay"
         return cast(Json, self._call("POST", path))
 
-    def logs(self, instance_id: str, tail_bytes: int = 65536) -> str:
-        params = {"tail_bytes": tail_bytes}
+    def logs(
+        self,
+        instance_id: str,
+        tail_bytes: int = 65536,
+        *,
+        run: int | None = None,
+        previous: bool = False,
+    ) -> str:
+        """The latest run's log, or that of run `run` (its restart count, 0 = the first), or of
+        the run before the latest (`previous`)."""
+        params: dict[str, Any] = {"tail_bytes": tail_bytes}
+        if run is not None:
+            params["run"] = run
+        if previous:
+            params["previous"] = "true"
         text = self._call("GET", f"/v1/instances/{instance_id}/logs", params=params)
         return cast(str, text or "")
 
@@ -314,6 +327,7 @@ class Client:
     # Prices, fleet, billing ---------------------------------------------------------------------
 
     def prices(self) -> Json:
+        """Public: answered with or without a key."""
         return cast(Json, self._call("GET", "/v1/prices"))
 
     def fleet(self) -> Json:

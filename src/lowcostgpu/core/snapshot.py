@@ -450,6 +450,14 @@ def placed_at(allocation_id: str) -> Timestamp:
     return int(at)
 
 
+def placement_number(allocation_id: str) -> int:
+    """Which placement of its subject an allocation is (0: the first), read back from its id
+    (`allocation_id_for`); for an instance this is the restart count of the run it holds."""
+    placed_at(allocation_id)  # refuses what is no allocation id
+    number = allocation_id.rpartition("@")[2].partition(".")[2]
+    return int(number) if number else 0
+
+
 def apply_plan(
     snapshot: FleetSnapshot,
     plan: Plan,

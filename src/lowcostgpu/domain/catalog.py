@@ -6,9 +6,10 @@ shell's job (`lowcostgpu.adapters.files`), so parsing stays pure and testable.
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,9 @@ class Catalog:
     storage_per_gb_month: Money
 
     def gpu(self, name: str) -> GpuType:
-        """Look a GPU type up by name; an unknown name lists the known ones."""
+        """Look a GPU type up by its canonical name (a stored one: a usage record's resource, a
+        pool's type); an unknown name lists the known ones. A name a user typed goes through
+        `resolve_gpu` instead, which also accepts case, prefixes and short names."""
         try:
             return self.gpu_types[name]
         except KeyError:
@@ -50,6 +53,68 @@ class Catalog:
                 f"unknown GPU type {name!r}",
                 hint=f"use one of: {known} (see `lowcostgpu prices`)",
             ) from None
+
+    def resolve_gpu(self, typed: str) -> GpuType:
+        """The GPU type a user means by `typed`: the one resolver of every request that names a
+        GPU type (launch, clusters), so that `A100-SXM4`, `a100` and `5090` mean the same
+        everywhere and the canonical name is what gets stored and shown.
+
+        Exact names cost O(1); anything else O(GPU types): see `gpu_matches`. Ambiguous →
+        InvalidRequest listing the matches; no match → NotFound with the closest name.
+        """
+        exact = self.gpu_types.get(typed)
+        if exact is not None:
+            return exact
+        matches = gpu_matches(typed, self.gpu_types.values())
+        if len(matches) == 1:
+            return self.gpu_types[matches[0]]
+        if matches:
+            raise InvalidRequest(
+                f"GPU type {typed!r} is ambiguous: it matches {', '.join(matches)}",
+                hint=f"give more of the name, e.g. {matches[0]}",
+            )
+        raise NotFound(f"unknown GPU type {typed!r}", hint=self._unknown_hint(typed))
+
+    def _unknown_hint(self, typed: str) -> str:
+        """`did you mean` the closest of every form a type may be typed as (difflib), the
+        forms several types share (`rtx`) left out; then the known types."""
+        known = ", ".join(sorted(self.gpu_types))
+        owners: dict[str, set[str]] = {}
+        for g in self.gpu_types.values():
+            parts = g.name.split("-")
+            heads = ["".join(parts[: i + 1]) for i in range(len(parts))]
+            for form in [*heads, *_forms(g)]:
+                owners.setdefault(_compact(form), set()).add(g.name)
+        names = {form: next(iter(o)) for form, o in owners.items() if len(o) == 1}
+        close = difflib.get_close_matches(_compact(typed), list(names), n=1, cutoff=0.6)
+        guess = f"did you mean {names[close[0]]}? " if close else ""
+        return f"{guess}known types: {known}; see `lowcostgpu prices`"
+
+
+def gpu_matches(typed: str, gpu_types: Iterable[GpuType]) -> list[str]:
+    """The canonical names `typed` may stand for, sorted: case and separators (space, `_`, `-`)
+    ignored, a match being a prefix of the whole name, of its display name or of a tail that
+    starts at a dash (`a100` → a100-sxm4, `5090` → rtx-5090, `sxm4` → a100-sxm4). A name that
+    equals one type's name or display name exactly (so written) wins over longer prefixes."""
+    key = _compact(typed)
+    if not key:
+        return []
+    types = list(gpu_types)
+    whole = [g.name for g in types if key in (_compact(g.name), _compact(g.display_name))]
+    if whole:
+        return sorted(whole)
+    return sorted(g.name for g in types if any(f.startswith(key) for f in _forms(g)))
+
+
+def _forms(gpu: GpuType) -> list[str]:
+    parts = gpu.name.split("-")
+    tails = [_compact("".join(parts[i:])) for i in range(len(parts))]
+    return [*tails, _compact(gpu.display_name)]
+
+
+def _compact(name: str) -> str:
+    """A name with case and separators dropped: `A100 SXM4`, `a100_sxm4` → `a100sxm4`."""
+    return re.sub(r"[\s_-]+", "", name.casefold())
 
 
 def parse_catalog(text: str, *, source: str = "catalog") -> Catalog:

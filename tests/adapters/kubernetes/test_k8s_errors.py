@@ -176,3 +176,14 @@ def test_logs_without_a_kubelet_to_serve_them_are_unavailable_not_a_traceback(
     with pytest.raises(Unavailable, match="cannot be read now") as caught:
         world.runtime.logs("i-1@1")
     assert caught.value.hint and "kubelet" in caught.value.hint
+
+
+def test_the_log_of_a_run_whose_pod_is_gone_is_not_found_saying_only_the_latest_is_kept(
+    kube: Kube, namespace: str
+) -> None:
+    """`logs --previous` on Kubernetes: an earlier run's pod was deleted once it ended, and its
+    log with it; the error says so rather than "no workload"."""
+    world = K8sWorld(kube, namespace)
+    with pytest.raises(NotFound, match="is gone, and its log with it") as caught:
+        world.runtime.logs("i-1@1")
+    assert caught.value.hint and "only the latest run's log is kept there" in caught.value.hint

@@ -231,3 +231,19 @@ def test_a_start_reaps_ended_shims_only_once_they_have_piled_up(
     local.start("a-4")
     assert len(zombie_children()) == left
     local.wait_running("a-4")  # so that the harness's clean-up finds it to kill
+
+
+def test_each_run_of_an_instance_keeps_its_own_log_after_a_restart(local: LocalHarness) -> None:
+    """`logs --previous` / `--run N` read an earlier run: a restart (a new allocation) neither
+    truncates nor appends to the log of the run before it, forgotten or not."""
+    runs = ("i-7@100", "i-7@200.1")  # restart 0 and 1 of one instance (`allocation_id_for`)
+    for restart, allocation_id in enumerate(runs):
+        env = {"LOWCOSTGPU_INSTANCE_ID": f"run-{restart}"}
+        local.start(allocation_id, restart_count=restart, env=env)
+        local.wait_running(allocation_id)
+        local.finish(allocation_id, 0)
+        wait_phase(local.runtime, allocation_id, "exited")
+        local.runtime.forget(allocation_id)
+    first, second = (local.runtime.logs(a) for a in runs)
+    assert first.count("LOWCOSTGPU_INSTANCE_ID=") == 1 and "=run-0\n" in first
+    assert second.count("LOWCOSTGPU_INSTANCE_ID=") == 1 and "=run-1\n" in second

@@ -139,7 +139,12 @@ class KubernetesRuntime:
         check_allocation_id(allocation_id)
         name = pod_name(allocation_id)
         if self._pod(allocation_id) is None:
-            raise NotFound(f"no workload {allocation_id} on this runtime")
+            raise NotFound(
+                f"the pod of workload {allocation_id} is gone, and its log with it",
+                hint="on Kubernetes a run's log lives in its pod, deleted once the run has "
+                "ended: only the latest run's log is kept there, while its pod exists "
+                "(a cluster log collector can keep the others)",
+            )
         try:
             text = self.kube.call(
                 self.kube.core.read_namespaced_pod_log,

@@ -3,6 +3,7 @@
 // and the target form.
 import { allEvents, api, ApiError, follow, tailCursor } from "./api.js";
 import { badge, card, clear, elapsed, h, link, problem, stat, table, when } from "./dom.js";
+import { gpuChoices } from "./instances.js";
 import { lineChart } from "./plot.js";
 
 const num = (name, value, min) => h("input", { type: "number", name, value, min, step: 1, required: true, style: "width:110px" });
@@ -12,8 +13,8 @@ function field(label, input) {
 }
 
 async function createForm(onCreated) {
-  const prices = await api.get("/v1/prices");
-  const gpu = h("select", { name: "gpu" }, prices.gpus.map((g) => h("option", { value: g.gpu }, `${g.gpu} (${g.name})`)));
+  const { prices, chosen } = await gpuChoices();
+  const gpu = h("select", { name: "gpu" }, prices.gpus.map((g) => h("option", { value: g.gpu, selected: g.gpu === chosen || null }, `${g.gpu} (${g.name})`)));
   const region = h("input", { name: "region", placeholder: "any", style: "width:110px" });
   const perNode = num("gpus_per_node", 1, 1);
   const standard = num("standard_nodes", 1, 0);

@@ -60,11 +60,22 @@ function volumes(instances, state) {
   ], [...seen.entries()], "No volumes: launch with --volume NAME:SIZE to keep checkpoints across restarts.", {}, { state });
 }
 
+// The GPU type a form starts on: the first of the price list that has free GPUs in the fleet, else
+// the first the fleet has at all, else the first price (a fleet answer that failed changes nothing).
+// A catalog lists types no host has; defaulting to one of them (h100-sxm in the demo) fails a launch.
+export async function gpuChoices(signal) {
+  const [prices, fleet] = await Promise.all([api.get("/v1/prices", { signal }),
+    api.get("/v1/fleet", { signal }).catch(() => ({ pools: [] }))]);
+  const has = (test) => prices.gpus.find((g) => fleet.pools.some((p) => p.gpu_type === g.gpu && test(p)));
+  const chosen = has((p) => p.free_gpus > 0) || has((p) => p.gpus > 0) || prices.gpus[0];
+  return { prices, chosen: chosen ? chosen.gpu : null };
+}
+
 // The launch form: what `lowcostgpu launch` takes; the API validates and its message shows here.
 async function launchForm(signal) {
-  const prices = await api.get("/v1/prices", { signal });
+  const { prices, chosen } = await gpuChoices(signal);
   const field = (label, input) => h("label", { class: "field" }, label, input);
-  const gpu = h("select", { name: "gpu" }, prices.gpus.map((g) => h("option", { value: g.gpu }, g.gpu)));
+  const gpu = h("select", { name: "gpu" }, prices.gpus.map((g) => h("option", { value: g.gpu, selected: g.gpu === chosen || null }, g.gpu)));
   const type = h("select", { name: "type" }, h("option", { value: "interruptible" }, "interruptible"), h("option", { value: "on-demand" }, "on-demand"));
   const gpus = h("input", { name: "gpus", type: "number", value: 1, min: 1, style: "width:70px" });
   const template = h("input", { name: "template", placeholder: "pytorch (optional)", style: "width:150px" });
