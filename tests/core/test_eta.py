@@ -91,7 +91,7 @@ def test_known_ends_are_the_pools_drains_not_made_for_someone_else() -> None:
     reclaim = _draining("i-reclaimed", 4, NOW + 200, preempted_for="i-on-demand")
     elsewhere = _draining("i-us", 1, NOW + 100, pool=OTHER)
     instances = {i.id: i for i in (stop, reclaim, elsewhere)}
-    order = sorted((i.deadline or 0, i.id) for i in instances.values()) + [(NOW, "i-gone")]
+    order = [*sorted((i.deadline or 0, i.id) for i in instances.values()), (NOW, "i-gone")]
     assert known_ends(instances, order, POOL) == ((NOW + 300, 2),)
 
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lowcostgpu.core import fifo
-from lowcostgpu.core.fifo import TicketQueue
 from lowcostgpu.core.eta import GpusFreed, PoolGpus
+from lowcostgpu.core.fifo import TicketQueue
 from lowcostgpu.core.queue import QueueEntry, queue_entry, queue_status
 from lowcostgpu.core.snapshot import FleetSnapshot, dequeue, enqueue
 from lowcostgpu.core.state import Ticket
@@ -29,9 +29,7 @@ def _fleet(tickets: list[Ticket]) -> FleetSnapshot:
 ENDS: tuple[GpusFreed, ...] = ((NOW + HOUR, 3),)  # the three held GPUs drain within the hour
 
 
-def _entry(
-    snap: FleetSnapshot, t: Ticket, ends: tuple[GpusFreed, ...] = ENDS
-) -> QueueEntry | None:
+def _entry(snap: FleetSnapshot, t: Ticket, ends: tuple[GpusFreed, ...] = ENDS) -> QueueEntry | None:
     return queue_entry(snap, POOL, t.order_key(), NOW, PoolGpus.of(snap, POOL, ends))
 
 

@@ -62,9 +62,7 @@ class PoolGpus:
     ends: tuple[GpusFreed, ...] = ()
 
     @classmethod
-    def of(
-        cls, snapshot: FleetSnapshot, pool: PoolKey, ends: Iterable[GpusFreed] = ()
-    ) -> PoolGpus:
+    def of(cls, snapshot: FleetSnapshot, pool: PoolKey, ends: Iterable[GpusFreed] = ()) -> PoolGpus:
         """O(the pool's hosts) for the capacity; the free ones are read off the hosts with free
         GPUs only."""
         capacity = sum(s.host.gpu_count for s in snapshot.hosts_in(pool))
