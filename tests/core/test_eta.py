@@ -8,7 +8,8 @@ from fleet_builders import POOL, alloc, host
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lowcostgpu.core.eta import GpusFreed, PoolGpus, known_ends
+from lowcostgpu.core.eta import GpusFreed, PoolGpus, is_held, known_ends
+from lowcostgpu.core.holds import OnDemandHold
 from lowcostgpu.core.instance_state import InstanceState
 from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
@@ -30,6 +31,7 @@ OTHER = PoolKey("us", "a100-sxm4")
         (PoolGpus(8, 0, 0, ((NOW + 300, 1),)), 0, 2, None),  # it frees too few
         (PoolGpus(8, 1, 1, ((NOW + 300, 1), (NOW + 900, 4))), 2, 2, NOW + 900),  # the second
         (PoolGpus(8, 0, 0, ((NOW - 5, 1),)), 0, 1, NOW + 1),  # an overdue deadline: soon, not 0
+        (PoolGpus(8, 4, 4, ((NOW + 300, 4),), held=True), 0, 1, None),  # on-demand asks first
     ],
     ids=[
         "fits",
@@ -41,6 +43,7 @@ OTHER = PoolKey("us", "a100-sxm4")
         "drain-too-small",
         "second-drain",
         "overdue",
+        "held",
     ],
 )
 def test_the_eta_of_a_ticket(pool: PoolGpus, ahead: int, gpus: int, expected: int | None) -> None:
@@ -101,3 +104,11 @@ def test_pool_gpus_reads_capacity_free_and_the_most_free_on_a_host() -> None:
     )
     gpus = PoolGpus.of(snap, POOL, [(NOW + 9, 1), (NOW + 5, 3)])
     assert gpus == PoolGpus(8, 3, 2, ((NOW + 5, 3), (NOW + 9, 1)))
+
+
+@pytest.mark.parametrize(
+    ("until", "held"), [(None, False), (NOW, False), (NOW + 1, True)], ids=["none", "over", "on"]
+)
+def test_a_pool_is_held_while_its_hold_lasts(until: int | None, held: bool) -> None:
+    holds = {} if until is None else {POOL: OnDemandHold(POOL, 2, until)}
+    assert is_held(holds, POOL, NOW) is held

@@ -16,7 +16,7 @@ from statistics import median
 from typing import Any
 
 from lowcostgpu.app.plane import ControlPlane
-from lowcostgpu.core.eta import PoolGpus, known_ends
+from lowcostgpu.core.eta import PoolGpus, is_held, known_ends
 from lowcostgpu.core.queue import QueueEntry, queue_entry
 from lowcostgpu.domain.capacity import Allocation, CapacityClass, PoolKey, Timestamp
 from lowcostgpu.domain.errors import NotFound
@@ -35,6 +35,7 @@ def queue_entries(plane: ControlPlane, instance_ids: Iterable[str]) -> dict[str,
     Read off the snapshot, where node tickets share the queue: per instance O(chunks + CHUNK)
     (`TicketQueue.place`, found by the ticket's key), plus once per pool O(hosts) for its
     capacity and O(draining instances) for what is known to end (`core.eta.known_ends`).
+    A pool held for a refused on-demand request has no ETA (`core.eta`).
     """
     state = plane.snapshot()
     now = plane.clock.now()
@@ -47,7 +48,8 @@ def queue_entries(plane: ControlPlane, instance_ids: Iterable[str]) -> dict[str,
         if inst.pool not in pools:
             order = state.index.instance_deadline_order
             ends = known_ends(state.instances, order, inst.pool)
-            pools[inst.pool] = PoolGpus.of(state.fleet, inst.pool, ends)
+            held = is_held(state.holds, inst.pool, now)
+            pools[inst.pool] = PoolGpus.of(state.fleet, inst.pool, ends, held)
         key = (inst.enqueued_at, inst.id)
         entry = queue_entry(state.fleet, inst.pool, key, now, pools[inst.pool])
         if entry is not None:

@@ -12,7 +12,10 @@ from what is *known*:
   GPUs come back. Those of a drain made *for* someone (an on-demand reclaim) go to that someone,
   not to the queue, and are not counted. The ETA is the first deadline by which the free GPUs
   plus the GPUs known to come back cover the tickets ahead and this one;
-- otherwise None ("unknown"): a full pool whose runs have no known end.
+- otherwise None ("unknown"): a full pool whose runs have no known end, or a pool held for a
+  refused on-demand request (`core.holds`): what frees up there goes to that customer first,
+  for as long as they keep asking — which nothing here knows. (The simulator showed why: "now"
+  on a held pool was hours off.)
 
 It ignores fragmentation across hosts once the GPUs are counted (a freed GPU on one host and one
 on another do not make a 2-GPU host): the simulator measures how far that is from the truth
@@ -24,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from lowcostgpu.core.holds import OnDemandHold
 from lowcostgpu.core.instance_state import InstanceState
 from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.domain.capacity import PoolKey, Timestamp
@@ -51,6 +55,12 @@ def known_ends(
     return tuple(found)
 
 
+def is_held(holds: Mapping[PoolKey, OnDemandHold], pool: PoolKey, now: Timestamp) -> bool:
+    """Whether an on-demand hold is on `pool` now: O(1)."""
+    hold = holds.get(pool)
+    return hold is not None and hold.until > now
+
+
 @dataclass(frozen=True, slots=True)
 class PoolGpus:
     """A pool's GPUs in all, those free now, the most free on one host, and the GPUs known to
@@ -60,19 +70,26 @@ class PoolGpus:
     free_now: int
     most_free_on_a_host: int = 0
     ends: tuple[GpusFreed, ...] = ()
+    held: bool = False  # an on-demand hold is on the pool (`is_held`)
 
     @classmethod
-    def of(cls, snapshot: FleetSnapshot, pool: PoolKey, ends: Iterable[GpusFreed] = ()) -> PoolGpus:
+    def of(
+        cls,
+        snapshot: FleetSnapshot,
+        pool: PoolKey,
+        ends: Iterable[GpusFreed] = (),
+        held: bool = False,
+    ) -> PoolGpus:
         """O(the pool's hosts) for the capacity; the free ones are read off the hosts with free
         GPUs only."""
         capacity = sum(s.host.gpu_count for s in snapshot.hosts_in(pool))
         free = sum(s.free for s in snapshot.hosts_with_free(pool))
-        return cls(capacity, free, snapshot.most_free(pool), tuple(sorted(ends)))
+        return cls(capacity, free, snapshot.most_free(pool), tuple(sorted(ends)), held)
 
     def eta(self, ahead: int, gpus: int, now: Timestamp) -> Timestamp | None:
         """When a ticket of `gpus`, with `ahead` GPUs asked before it, may start; None when
         nothing known says. O(known ends)."""
-        if self.capacity <= 0:
+        if self.capacity <= 0 or self.held:
             return None
         wanted = ahead + gpus
         if self.free_now >= wanted and self.most_free_on_a_host >= gpus:
