@@ -54,7 +54,7 @@ from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFo
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.sim.clairvoyant import Clairvoyant
 from lowcostgpu.sim.clock import ARRIVAL, REPORT, RETRY, SAMPLE, TICK, EventHeap
-from lowcostgpu.sim.eta import EtaLog
+from lowcostgpu.sim.eta import EtaLog, mean_work_by_pool
 from lowcostgpu.sim.jobs import Trace
 from lowcostgpu.sim.reclaims import ReclaimLosses
 from lowcostgpu.sim.workload import Next, Workload
@@ -137,7 +137,7 @@ class Simulation:
         self.samples: list[Sample] = []
         self.rejected: dict[str, str] = {}
         self.reclaims = ReclaimLosses()
-        self.etas = EtaLog()
+        self.etas = EtaLog(mean_work_by_pool(trace.jobs))
         # The clairvoyant dry run at each reclaim (`sim.reclaims`): it weighs every host of the
         # pool (its cost cannot be bounded), so a speed measurement may leave it out.
         self.measure_reclaims = measure_reclaims
