@@ -198,3 +198,14 @@ def test_elapsed_time_is_mm_ss_or_h_mm_ss_past_an_hour(seconds: int, text: str) 
 
 def test_the_first_line_of_a_running_launch_has_no_queue() -> None:
     assert launched_line(_inst("running")) == f"✓ instance {ID} running · $0.234/hr"
+
+
+def test_on_a_terminal_the_timeline_lines_print_above_the_live_status_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    client = cast(Client, Scripted(list(SESSION)))
+    final, _ = wait(client, _inst("queued", position=2), live=True, sleep=lambda _: None)
+    out = capsys.readouterr().out
+    assert final["status"] == "succeeded"
+    for line in (f"✓ instance {ID} queued", "# 00:41 interrupted", "✓ run finished"):
+        assert line in out

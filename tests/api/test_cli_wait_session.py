@@ -18,61 +18,18 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 from api_server import ADMIN_KEY, Api
 from typer.testing import CliRunner
 
-import lowcostgpu
 from lowcostgpu.cli.main import app
+from terminal import Terminal
 from waiting import wait_until
 
 TRAIN = ["--steps", "120", "--every-steps", "20", "--step-delay-s", "0.1"]
 SESSION_S = 240.0
-
-
-class Terminal:
-    """`lowcostgpu ARGS` in its own process, its output read line by line as it comes."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        src = str(Path(lowcostgpu.__file__).parents[1])
-        full = {**env, "PYTHONPATH": src, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lowcostgpu", *args],
-            env=full,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def first(self, pattern: str) -> re.Match[str]:
-        return wait_until(
-            lambda: next((m for line in self.lines if (m := re.search(pattern, line))), None),
-            SESSION_S,
-            what=f"a line like {pattern!r} in {self.lines}",
-        )
-
-    def finish(self) -> int:
-        code = self.proc.wait(timeout=SESSION_S)
-        self._reader.join(timeout=10)
-        return code
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
 
 
 @pytest.fixture
