@@ -10,8 +10,8 @@ def test_demo_prints_the_seed_session_with_metered_figures() -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert "✓ instance i-b3e19d02 running · $0.234/hr" in lines
-    assert "# 03:12 interrupted — checkpoint step 4200 on volume" in lines
-    assert "# 03:57 capacity free — auto-restarted, resumed 4200" in lines
+    assert "# 3:12:40 interrupted — checkpoint step 4200 on volume" in lines
+    assert "# 3:57:00 capacity free — auto-restarted, resumed 4200" in lines
     assert "✓ run finished · 9.4 GPU-hrs · $2.20" in lines
 
 

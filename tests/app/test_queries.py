@@ -41,12 +41,24 @@ def test_a_queued_instances_entry_counts_the_node_ticket_ahead_of_it() -> None:
     queued = _launch(w, 2)
     behind = _launch(w, 1)
     found = queries.queue_entries(w.plane, [queued, behind, "i-nope"])
-    # No run has closed since the server started: no honest ETA yet.
+    # A full pool, and nothing in it drains on a known deadline: no honest ETA.
     assert found == {
         queued: QueueEntry(queued, 2, 4, None),
         behind: QueueEntry(behind, 3, 6, None),
     }
     assert queries.queue_entry_of(w.plane, behind) == found[behind]
+
+
+def test_a_queued_instances_eta_is_the_deadline_of_a_stop_that_frees_its_gpus() -> None:
+    w = World()
+    w.plane.launch(LaunchRequest("acme", GPU, "on-demand", 4, command=("serve",)))
+    running = _launch(w, 4)
+    w.tick()
+    queued = _launch(w, 4)
+    assert queries.queue_entry_of(w.plane, queued) == QueueEntry(queued, 1, 0, None)
+    stopping = w.plane.stop(running).state  # a stop drains on a deadline: its GPUs come back
+    assert stopping.deadline is not None and stopping.deadline > w.clock.now()
+    assert queries.queue_entry_of(w.plane, queued) == QueueEntry(queued, 1, 0, stopping.deadline)
 
 
 def test_an_instance_that_is_not_queued_has_no_entry() -> None:

@@ -82,7 +82,7 @@ def test_queue_positions_and_eta() -> None:
         [alloc("x", "h1", range(4))],
         [ticket("a", 2, enqueued_at=1), ticket("b", 4, enqueued_at=2)],
     )
-    a, b = queue_status(snap, POOL, 100, mean_runtime_s=3600)
-    assert (a.position, a.gpus_ahead, a.eta_at) == (1, 0, 100 + 1800)
-    assert (b.position, b.gpus_ahead, b.eta_at) == (2, 2, 100 + 5400)
-    assert queue_status(snap, POOL, 100, mean_runtime_s=None)[0].eta_at is None
+    a, b = queue_status(snap, POOL, 100, ends=[(400, 2)])  # x drains two GPUs by 400
+    assert (a.position, a.gpus_ahead, a.eta_at) == (1, 0, 400)
+    assert (b.position, b.gpus_ahead, b.eta_at) == (2, 2, None)  # 6 wanted, 2 known to end
+    assert queue_status(snap, POOL, 100)[0].eta_at is None  # a full pool, nothing known to end

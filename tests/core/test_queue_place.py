@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lowcostgpu.core import fifo
+from lowcostgpu.core.eta import GpusFreed, PoolGpus
 from lowcostgpu.core.fifo import TicketQueue
 from lowcostgpu.core.queue import QueueEntry, queue_entry, queue_status
 from lowcostgpu.core.snapshot import FleetSnapshot, dequeue, enqueue
@@ -25,12 +26,15 @@ def _fleet(tickets: list[Ticket]) -> FleetSnapshot:
     return FleetSnapshot.build([host("h1", 4)], [alloc("x", "h1", {0, 1, 2})], tickets)
 
 
-def _entry(snap: FleetSnapshot, t: Ticket, mean_s: int | None = HOUR) -> QueueEntry | None:
-    return queue_entry(snap, POOL, t.order_key(), NOW, mean_s)
+ENDS: tuple[GpusFreed, ...] = ((NOW + HOUR, 3),)  # the three held GPUs drain within the hour
 
 
-def _walk(snap: FleetSnapshot, subject: str, mean_s: int | None = HOUR) -> QueueEntry:
-    (found,) = [e for e in queue_status(snap, POOL, NOW, mean_s) if e.subject_id == subject]
+def _entry(snap: FleetSnapshot, t: Ticket, ends: tuple[GpusFreed, ...] = ENDS) -> QueueEntry | None:
+    return queue_entry(snap, POOL, t.order_key(), NOW, PoolGpus.of(snap, POOL, ends))
+
+
+def _walk(snap: FleetSnapshot, subject: str, ends: tuple[GpusFreed, ...] = ENDS) -> QueueEntry:
+    (found,) = [e for e in queue_status(snap, POOL, NOW, ends) if e.subject_id == subject]
     return found
 
 
@@ -42,10 +46,10 @@ NODE = ticket("c1-n0", 3, enqueued_at=2)  # a cluster node's ticket shares the q
     ("tickets", "asked", "expected"),
     [
         ([A, B, C], A, QueueEntry("i-a", 1, 0, NOW)),  # first: fits the free GPU now
-        ([A, B, C], B, QueueEntry("i-b", 2, 1, NOW + HOUR // 2)),  # 2 missing of 4, half a turn
-        ([A, B, C], C, QueueEntry("i-c", 3, 3, NOW + HOUR + HOUR // 2)),  # last
-        ([A, NODE, C], C, QueueEntry("i-c", 3, 4, NOW + 7 * HOUR // 4)),  # a node's 3 GPUs ahead
-        ([C], C, QueueEntry("i-c", 1, 0, NOW + 3 * HOUR // 4)),  # alone
+        ([A, B, C], B, QueueEntry("i-b", 2, 1, NOW + HOUR)),  # when the held GPUs are back
+        ([A, B, C], C, QueueEntry("i-c", 3, 3, None)),  # 7 GPUs wanted, 4 known: unknown
+        ([A, NODE, C], C, QueueEntry("i-c", 3, 4, None)),  # a node's 3 GPUs ahead
+        ([C], C, QueueEntry("i-c", 1, 0, NOW + HOUR)),  # alone
         ([], A, None),  # empty queue
         ([B, C], A, None),  # not queued
         ([A, B, C], ticket("i-b", 2, enqueued_at=9), None),  # same subject, other key: not it
@@ -63,21 +67,21 @@ def test_a_tickets_entry_is_its_place_gpus_ahead_and_eta(
 
 def test_after_a_removal_the_tickets_behind_move_up_and_lose_its_gpus() -> None:
     snap = dequeue(_fleet([A, NODE, B, C]), POOL, {"c1-n0"})
-    assert _entry(snap, B) == QueueEntry("i-b", 2, 1, NOW + HOUR // 2)
-    assert _entry(snap, C) == QueueEntry("i-c", 3, 3, NOW + HOUR + HOUR // 2)
+    assert _entry(snap, B) == QueueEntry("i-b", 2, 1, NOW + HOUR)
+    assert _entry(snap, C) == QueueEntry("i-c", 3, 3, None)
     assert _entry(snap, NODE) is None
 
 
-def test_without_a_runtime_figure_or_capacity_there_is_no_eta() -> None:
-    assert _entry(_fleet([A, B]), B, mean_s=None) == QueueEntry("i-b", 2, 1, None)
+def test_without_a_known_end_or_capacity_there_is_no_eta() -> None:
+    assert _entry(_fleet([A, B]), B, ends=()) == QueueEntry("i-b", 2, 1, None)
     no_hosts = FleetSnapshot.build([], tickets=[])
-    assert queue_entry(no_hosts, POOL, A.order_key(), NOW, HOUR) is None
+    assert queue_entry(no_hosts, POOL, A.order_key(), NOW) is None
 
 
 def test_a_requeued_ticket_is_found_at_its_old_place() -> None:
     snap = enqueue(_fleet([B, C]), A)  # enqueued first, back after an interruption
     assert _entry(snap, A) == QueueEntry("i-a", 1, 0, NOW)
-    assert _entry(snap, B) == QueueEntry("i-b", 2, 1, NOW + HOUR // 2)
+    assert _entry(snap, B) == QueueEntry("i-b", 2, 1, NOW + HOUR)
 
 
 def _tickets() -> st.SearchStrategy[list[Ticket]]:
@@ -97,10 +101,10 @@ def _tickets() -> st.SearchStrategy[list[Ticket]]:
     first=_tickets(),
     later=_tickets(),
     removed=st.sets(st.integers(0, 79), max_size=20),
-    mean_s=st.one_of(st.none(), st.integers(1, 10 * HOUR)),
+    ends=st.lists(st.tuples(st.integers(NOW, NOW + 10 * HOUR), st.integers(1, 4)), max_size=4),
 )
 def test_every_tickets_entry_is_the_walks_across_chunks_inserts_and_removals(
-    first: list[Ticket], later: list[Ticket], removed: set[int], mean_s: int | None
+    first: list[Ticket], later: list[Ticket], removed: set[int], ends: list[GpusFreed]
 ) -> None:
     with patch.object(fifo, "CHUNK", 4):  # small chunks: places span many of them
         snap = _fleet(first)
@@ -115,11 +119,12 @@ def test_every_tickets_entry_is_the_walks_across_chunks_inserts_and_removals(
     queue = snap.queue(POOL)
     assert queue.chunk_gpus == tuple(sum(t.gpus for t in c) for c in queue.chunks)
     assert queue.gpus == sum(t.gpus for t in queue)
-    walk = queue_status(snap, POOL, NOW, mean_s)
-    assert [queue_entry(snap, POOL, t.order_key(), NOW, mean_s) for t in queue] == walk
+    walk = queue_status(snap, POOL, NOW, ends)
+    gpus = PoolGpus.of(snap, POOL, ends)
+    assert [queue_entry(snap, POOL, t.order_key(), NOW, gpus) for t in queue] == walk
     for t in everyone:
         if t.subject_id in gone:
-            assert queue_entry(snap, POOL, t.order_key(), NOW, mean_s) is None
+            assert queue_entry(snap, POOL, t.order_key(), NOW, gpus) is None
 
 
 def test_place_counts_tickets_and_gpus_of_the_chunks_before() -> None:

@@ -16,7 +16,8 @@ from statistics import median
 from typing import Any
 
 from lowcostgpu.app.plane import ControlPlane
-from lowcostgpu.core.queue import PoolGpus, QueueEntry, queue_entry
+from lowcostgpu.core.eta import PoolGpus, is_held, known_ends
+from lowcostgpu.core.queue import QueueEntry, queue_entry
 from lowcostgpu.domain.capacity import Allocation, CapacityClass, PoolKey, Timestamp
 from lowcostgpu.domain.errors import NotFound
 from lowcostgpu.domain.events import Reason
@@ -32,25 +33,25 @@ def queue_entries(plane: ControlPlane, instance_ids: Iterable[str]) -> dict[str,
     is queued; the others are left out.
 
     Read off the snapshot, where node tickets share the queue: per instance O(chunks + CHUNK)
-    (`TicketQueue.place`, found by the ticket's key), plus O(hosts) once per pool for its
-    capacity. The ETA's mean runtime is `plane.recent_runs` (kept as runs close), not history.
+    (`TicketQueue.place`, found by the ticket's key), plus once per pool O(hosts) for its
+    capacity and O(draining instances) for what is known to end (`core.eta.known_ends`).
+    A pool held for a refused on-demand request has no ETA (`core.eta`).
     """
     state = plane.snapshot()
     now = plane.clock.now()
-    pools: dict[PoolKey, tuple[PoolGpus, int | None]] = {}
+    pools: dict[PoolKey, PoolGpus] = {}
     found: dict[str, QueueEntry] = {}
     for instance_id in instance_ids:
         inst = state.instances.get(instance_id)
         if inst is None or inst.status is not InstanceStatus.QUEUED or inst.enqueued_at is None:
             continue
         if inst.pool not in pools:
-            pools[inst.pool] = (
-                PoolGpus.of(state.fleet, inst.pool),
-                plane.recent_runs.mean_s(inst.pool),
-            )
-        gpus, mean_s = pools[inst.pool]
+            order = state.index.instance_deadline_order
+            ends = known_ends(state.instances, order, inst.pool)
+            held = is_held(state.holds, inst.pool, now)
+            pools[inst.pool] = PoolGpus.of(state.fleet, inst.pool, ends, held)
         key = (inst.enqueued_at, inst.id)
-        entry = queue_entry(state.fleet, inst.pool, key, now, mean_s, gpus)
+        entry = queue_entry(state.fleet, inst.pool, key, now, pools[inst.pool])
         if entry is not None:
             found[instance_id] = entry
     return found

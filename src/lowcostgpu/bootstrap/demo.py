@@ -1,7 +1,7 @@
 """`lowcostgpu demo`: the seed scenario, played by the real engine on a virtual clock.
 
 The product page's terminal session — launch an interruptible fine-tune, an on-demand request
-reclaims its GPUs at 03:12, it checkpoints and requeues, capacity frees at 03:57 and it resumes
+reclaims its GPUs at 3:12:00, it checkpoints and requeues, capacity frees at 3:57:00 and it resumes
 from step 4200, the run finishes and is billed — is played on the shipped catalog and demo fleet
 through `core.engine`, the same decisions the server takes. Workloads are simulated (no process is
 started); what is printed comes from the events and the meter, not from a script of strings.
@@ -28,6 +28,7 @@ from lowcostgpu.core.rating import build_invoice
 from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.catalog import Catalog
+from lowcostgpu.domain.elapsed import elapsed
 from lowcostgpu.domain.events import Reason
 
 INSTANCE = "i-b3e19d02"
@@ -48,7 +49,7 @@ class Demo:
         self.state = step.state
         for effect in step.effects:
             if isinstance(effect, EmitEvent) and effect.object_id == INSTANCE:
-                self.say(f"  {_clock(effect.at)}  {effect.reason:<18} {effect.message}")
+                self.say(f"  {elapsed(effect.at):>8}  {effect.reason:<18} {effect.message}")
                 self.seen[effect.reason] = effect
             if isinstance(effect, StartWorkload):
                 # The simulated workload comes up as soon as it is told to start.
@@ -60,10 +61,6 @@ class Demo:
         self.now = seconds
         self.apply(engine.tick(self.state, seconds))
         return self
-
-
-def _clock(seconds: int) -> str:
-    return f"{seconds // HOUR:02d}:{seconds % HOUR // MINUTE:02d}"
 
 
 def run_demo(say: Callable[[str], None], fleet: Path | None = None) -> None:
@@ -79,21 +76,21 @@ def run_demo(say: Callable[[str], None], fleet: Path | None = None) -> None:
         demo.at(minute * MINUTE).apply(
             engine.report(demo.state, INSTANCE, CheckpointReported(step_no), minute * MINUTE)
         )
-    # 03:12: an on-demand customer needs all 8 A100s of the host; ours holds one of them.
+    # 3:12:00: an on-demand customer needs all 8 A100s of the host; ours holds one of them.
     od = LaunchSpec("i-ondemand1", POOL, 8, CapacityClass.ON_DEMAND, "acct-other")
     demo.at(192 * MINUTE).apply(engine.launch(demo.state, od, demo.now))
     demo.at(192 * MINUTE + 40).apply(
         engine.report(demo.state, INSTANCE, WorkloadExited(143), demo.now)
     )
     interrupted = demo.seen[Reason.INTERRUPTED]
-    say(f"# {_clock(interrupted.at)} {interrupted.message}")
-    # 03:57: the on-demand work ends; capacity is free, the instance restarts from its volume.
+    say(f"# {elapsed(interrupted.at)} {interrupted.message}")
+    # 3:57:00: the on-demand work ends; capacity is free, the instance restarts from its volume.
     demo.at(237 * MINUTE).apply(
         engine.report(demo.state, "i-ondemand1", WorkloadExited(0), demo.now)
     )
     restarted = demo.seen[Reason.RESTARTED]
     resumed = restarted.data["resume_step"]
-    say(f"# {_clock(restarted.at)} capacity free — auto-restarted, resumed {resumed}")
+    say(f"# {elapsed(restarted.at)} capacity free — auto-restarted, resumed {resumed}")
     end = 237 * MINUTE + 372 * MINUTE
     demo.at(end).apply(engine.report(demo.state, INSTANCE, CompletionReported(9000), end))
     demo.apply(engine.report(demo.state, INSTANCE, WorkloadExited(0), end))

@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from lowcostgpu.cli.context import client, handled, print_json
-from lowcostgpu.cli.timeline import Timeline
+from lowcostgpu.cli.wait import launched_line
+from lowcostgpu.cli.wait import wait as wait_for
 from lowcostgpu.client.api import Instance
 from lowcostgpu.domain.errors import InvalidRequest
 
@@ -68,9 +69,7 @@ def launch(
         if not wait:
             typer.echo(_launched(inst))
             return
-        timeline = Timeline(api, inst, typer.echo)
-        final = timeline.follow()
-        usage = timeline.finish()
+        final, usage = wait_for(api, inst)
         if as_json:
             print_json({"instance": final, "usage": usage})
         if final["status"] != "succeeded":
@@ -78,14 +77,7 @@ def launch(
 
 
 def _launched(inst: Instance) -> str:
-    queue = inst.get("queue")
-    if queue:
-        eta = "unknown" if queue["eta_s"] is None else f"~{queue['eta_s']} s"
-        return (
-            f"✓ instance {inst['id']} queued · position {queue['position']} · ETA {eta}"
-            f" · ${inst['price_per_hour']}/hr"
-        )
-    return f"✓ instance {inst['id']} {inst['status']} · ${inst['price_per_hour']}/hr"
+    return launched_line(inst)
 
 
 def ls(

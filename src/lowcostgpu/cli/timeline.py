@@ -1,12 +1,13 @@
 """The live timeline of an instance, as the product page shows it:
 
     ✓ instance i-b3e19d02 running · $0.234/hr
-    # 03:12 interrupted — checkpoint step 4200 on volume
-    # 03:57 capacity free — auto-restarted, resumed 4200
+    # 3:12:40 interrupted — checkpoint step 4200 on volume
+    # 3:57:00 capacity free — auto-restarted, resumed 4200
     ✓ run finished · 9.4 GPU-hrs · $2.20
 
-Times are elapsed since the launch (mm:ss, or h:mm:ss past an hour). Lines come from the
-instance's events; the last one from the meter, once it has closed the run's last interval.
+Times are elapsed since the launch (`domain.elapsed`: mm:ss, or h:mm:ss past an hour). Lines come
+from the instance's events; the last one from the meter, once it has closed the run's last
+interval. Where it is queued, and its ETA, are `cli.wait`'s live status line, not a line here.
 """
 
 from __future__ import annotations
@@ -14,19 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
 
 from lowcostgpu.client.api import Client, Event, Instance
+from lowcostgpu.domain.elapsed import elapsed
+
+__all__ = ["FINAL", "Timeline", "elapsed", "gpu_hours"]
 
 FINAL = {"succeeded", "failed", "stopped", "deleted"}
-POLL_S = 0.5
-
-
-def elapsed(seconds: int) -> str:
-    seconds = max(0, seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
 def gpu_hours(seconds: int) -> str:
@@ -35,13 +30,20 @@ def gpu_hours(seconds: int) -> str:
 
 
 class Timeline:
-    def __init__(self, client: Client, instance: Instance, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        client: Client,
+        instance: Instance,
+        say: Callable[[str], None],
+        *,
+        running_shown: bool = False,
+    ) -> None:
         self.client = client
         self.instance = instance
         self.say = say
         self.start = instance["created_at"]
         self.after = 0
-        self.running_shown = False
+        self.running_shown = running_shown  # the "✓ instance … running" line was printed
         self.interrupted_step: int | None = None
         self.resumed_step: int | None = None
 
@@ -52,13 +54,6 @@ class Timeline:
             self.running_shown = True
             inst = self.instance
             return f"✓ instance {inst['id']} running · ${inst['price_per_hour']}/hr"
-        if reason == "Queued" and not self.running_shown:
-            queue: dict[str, Any] = dict(self.client.instance(self.instance["id"])["queue"] or {})
-            if not queue:
-                return None  # already placed
-            eta = queue.get("eta_s")
-            where = f"position {queue['position']}"
-            return f"# {at} queued ({where}, ETA {'unknown' if eta is None else f'{eta} s'})"
         if reason == "Interrupted":
             self.interrupted_step = data.get("last_checkpoint_step")
             return f"# {at} {event['message']}"
@@ -69,23 +64,22 @@ class Timeline:
             return f"✗ {at} {event['message']}"
         return None
 
-    def poll(self) -> Instance:
-        """Print what happened since the last poll; the instance as it is now."""
-        events = self.client.timeline(self.instance["id"], after=self.after)
+    def poll(self, wait_s: float = 0) -> Instance:
+        """Print what happened since the last poll; the instance as it is now. With `wait_s`,
+        a long-poll (`GET /v1/events?object=…&wait_s=…`): it answers as soon as the instance has
+        a new event, else after `wait_s`. A poll that fails part-way is safe to repeat: the
+        events printed are behind `after`."""
+        instance_id = self.instance["id"]
+        if wait_s > 0:
+            events = self.client.events(self.after, 1000, object=instance_id, wait_s=wait_s)
+        else:
+            events = self.client.timeline(instance_id, after=self.after)
         for event in events:
             self.after = max(self.after, event["seq"] or 0)
             text = self.line(event)
             if text:
                 self.say(text)
         self.instance = self.client.instance(self.instance["id"])
-        return self.instance
-
-    def follow(self, timeout_s: float | None = None) -> Instance:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while self.poll()["status"] not in FINAL:
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            time.sleep(POLL_S)
         return self.instance
 
     def finish(self, meter_wait_s: float = 150) -> dict[str, object]:

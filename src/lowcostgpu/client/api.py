@@ -9,8 +9,8 @@ to start one.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, TypedDict, cast
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypedDict, TypeVar, cast
 
 import httpx
 
@@ -20,6 +20,9 @@ START_HINT = "start one with `make run` or `lowcostgpu serve` (or set LOWCOSTGPU
 NEXT_CURSOR = "X-Next-Cursor"  # the header of a list page that is not the last
 PAGE_MAX = 500  # the most instances `GET /v1/instances` answers per page
 FOLLOW_RETRY_MAX_S = 30.0  # the longest a follower waits before asking again after a 429
+RECONNECT_GIVE_UP_S = 900.0  # how long a follower keeps asking a server that does not answer
+RECONNECT_PAUSES_S = (0.5, 1.0, 2.0, 5.0)  # between its tries (the last one repeats)
+T = TypeVar("T")
 
 ERROR_OF_CODE: dict[str, type[errors.LowcostgpuError]] = {
     "invalid_request": errors.InvalidRequest,
@@ -101,6 +104,11 @@ class CreatedAccount(Account):
 Json = dict[str, Any]
 
 
+class ServerDown(errors.Unavailable):
+    """The server does not answer for now: the connection is refused or reset, or it answers 5xx
+    (a restart, a store that is down). Worth asking again, unlike a 4xx."""
+
+
 def error_from(response: httpx.Response) -> errors.LowcostgpuError:
     """The domain error a failed response stands for."""
     try:
@@ -112,6 +120,8 @@ def error_from(response: httpx.Response) -> errors.LowcostgpuError:
     code = str(body.get("code", ""))
     kind = ERROR_OF_CODE.get(code) or ERROR_OF_STATUS.get(response.status_code)
     kind = kind or (errors.Unavailable if response.status_code >= 500 else errors.LowcostgpuError)
+    if response.status_code >= 500 and kind is errors.Unavailable:
+        kind = ServerDown
     message = str(body.get("message") or f"HTTP {response.status_code} from {response.url}")
     raw = body.get("details")
     details: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -162,7 +172,7 @@ class Client:
         return response
 
     def _unreachable(self, exc: Exception) -> errors.Unavailable:
-        return errors.Unavailable(
+        return ServerDown(
             f"no lowcostgpu server answers at {self.url} ({type(exc).__name__})", hint=START_HINT
         )
 
@@ -362,6 +372,57 @@ class Client:
     def topup(self, account_id: str, amount: str, reference: str | None = None) -> Account:
         body = {"amount": amount, "reference": reference}
         return cast(Account, self._call("POST", f"/v1/accounts/{account_id}/topup", json=body))
+
+
+class Reconnecting:
+    """Runs a call of a long follower (`launch --wait`) until the server answers it: while the
+    server is down (`ServerDown`, or a 429 that says when to ask again) it says so once
+    (`on_down`), asks again with growing pauses, says when it is back (`on_back`), and gives up
+    with one clear error after `give_up_s` without an answer. Other errors pass through."""
+
+    def __init__(
+        self,
+        on_down: Callable[[errors.Unavailable], None],
+        on_back: Callable[[], None],
+        give_up_s: float = RECONNECT_GIVE_UP_S,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.on_down, self.on_back, self.give_up_s = on_down, on_back, give_up_s
+        self.sleep, self.clock = sleep, clock
+
+    def call(self, fn: Callable[[], T]) -> T:
+        down_since: float | None = None
+        tries = 0
+        while True:
+            try:
+                result = fn()
+            except errors.Unavailable as exc:
+                retry_after = exc.details.get("retry_after_s")
+                if isinstance(retry_after, int | float) and not isinstance(exc, ServerDown):
+                    self.sleep(min(max(float(retry_after), 0.1), FOLLOW_RETRY_MAX_S))  # busy
+                    continue
+                if not isinstance(exc, ServerDown):
+                    raise
+                if down_since is None:
+                    down_since = self.clock()
+                    self.on_down(exc)
+                elif self.clock() - down_since > self.give_up_s:
+                    raise self._given_up(exc) from None
+                self.sleep(RECONNECT_PAUSES_S[min(tries, len(RECONNECT_PAUSES_S) - 1)])
+                tries += 1
+                continue
+            if down_since is not None:
+                self.on_back()
+            return result
+
+    def _given_up(self, exc: errors.Unavailable) -> errors.Unavailable:
+        return errors.Unavailable(
+            f"the server has not answered for {round(self.give_up_s)} s ({exc.message})",
+            hint="the instance keeps its place: follow it later with `lowcostgpu show ID`"
+            " or `lowcostgpu events --follow`",
+        )
 
 
 class ClusterApi:

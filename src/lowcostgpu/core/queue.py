@@ -15,8 +15,10 @@ host closest to fitting the refused on-demand request gets no new preemptible wo
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from lowcostgpu.core.eta import GpusFreed, PoolGpus
 from lowcostgpu.core.holds import OnDemandHold
 from lowcostgpu.core.scheduler import SchedulerConfig, lowest_indices
 from lowcostgpu.core.snapshot import FleetSnapshot
@@ -194,7 +196,8 @@ def _hold_back(
 
 @dataclass(frozen=True, slots=True)
 class QueueEntry:
-    """Where a ticket stands: its 1-based position, the GPUs asked by tickets ahead, an ETA."""
+    """Where a ticket stands: its 1-based position, the GPUs asked by tickets ahead, an ETA
+    (`core.eta`: None when nothing known says when it may start)."""
 
     subject_id: str
     position: int
@@ -203,24 +206,17 @@ class QueueEntry:
 
 
 def queue_status(
-    snapshot: FleetSnapshot, pool: PoolKey, now: Timestamp, mean_runtime_s: int | None
+    snapshot: FleetSnapshot, pool: PoolKey, now: Timestamp, ends: Iterable[GpusFreed] = ()
 ) -> list[QueueEntry]:
-    """Positions and ETAs for a pool's whole queue: O(queue). (`queue_entry` answers one
-    ticket's without the walk.)
-
-    The ETA assumes the pool turns its whole capacity over once per `mean_runtime_s` (the mean
-    runtime of recent allocations in the pool, measured by the caller); without that figure there
-    is no honest ETA, and it is None.
-    """
-    gpus = PoolGpus.of(snapshot, pool)
+    """Positions and ETAs for a pool's whole queue: O(queue · known ends). (`queue_entry`
+    answers one ticket's without the walk.) The ETA is `core.eta`'s: from what is known to end
+    (`ends`, the pool's `known_ends`), else None."""
+    gpus = PoolGpus.of(snapshot, pool, ends)
     entries: list[QueueEntry] = []
     ahead = 0
     for position, ticket in enumerate(snapshot.queue(pool), start=1):
-        entries.append(
-            QueueEntry(
-                ticket.subject_id, position, ahead, gpus.eta(ahead, ticket, now, mean_runtime_s)
-            )
-        )
+        eta_at = gpus.eta(ahead, ticket.gpus, now)
+        entries.append(QueueEntry(ticket.subject_id, position, ahead, eta_at))
         ahead += ticket.gpus
     return entries
 
@@ -230,43 +226,18 @@ def queue_entry(
     pool: PoolKey,
     key: tuple[Timestamp, str],
     now: Timestamp,
-    mean_runtime_s: int | None,
     gpus: PoolGpus | None = None,
 ) -> QueueEntry | None:
     """The entry `queue_status` gives the ticket of `key` — its (first enqueue time, subject id),
     which is where the FIFO keeps it — or None when no such ticket is queued in `pool`.
 
     O(chunks + CHUNK) for the place (`TicketQueue.place`), plus O(the pool's hosts) for its
-    capacity unless `gpus` (the pool's `PoolGpus`, taken once for many lookups) is given.
+    capacity unless `gpus` (the pool's `PoolGpus`, with its known ends, taken once for many
+    lookups) is given; without it no end is known.
     """
     place = snapshot.queue(pool).place(key)
     if place is None:
         return None
     gpus = PoolGpus.of(snapshot, pool) if gpus is None else gpus
-    eta_at = gpus.eta(place.gpus_ahead, place.ticket, now, mean_runtime_s)
+    eta_at = gpus.eta(place.gpus_ahead, place.ticket.gpus, now)
     return QueueEntry(place.ticket.subject_id, place.index + 1, place.gpus_ahead, eta_at)
-
-
-@dataclass(frozen=True, slots=True)
-class PoolGpus:
-    """A pool's GPUs in all and those free now: what its queue's ETAs are computed from."""
-
-    capacity: int
-    free_now: int
-
-    @classmethod
-    def of(cls, snapshot: FleetSnapshot, pool: PoolKey) -> PoolGpus:
-        """O(the pool's hosts) for the capacity; the free ones are read off the hosts with free
-        GPUs only."""
-        capacity = sum(s.host.gpu_count for s in snapshot.hosts_in(pool))
-        return cls(capacity, sum(s.free for s in snapshot.hosts_with_free(pool)))
-
-    def eta(
-        self, ahead: int, ticket: Ticket, now: Timestamp, mean_runtime_s: int | None
-    ) -> Timestamp | None:
-        """When `ticket`, with `ahead` GPUs asked before it, may start: None without a runtime
-        figure or without capacity."""
-        if mean_runtime_s is None or self.capacity <= 0:
-            return None
-        missing = max(0, ahead + ticket.gpus - self.free_now)
-        return now + -(-missing * mean_runtime_s // self.capacity)

@@ -22,6 +22,8 @@ Definitions (docs/simulation.md repeats them with the results):
   or by restarts shielded for their minimum runtime): `on_demand_refused_at_first` counts them,
   `on_demand_refused_wait_p50_s`/`_max_s` say how long they waited, and a p99 of days means they
   are more than 1 % of the on-demand requests. `on_demand_never_started` waited to the end.
+- `queue_eta`: how far the ETA a queued interruptible job was given is from its real start
+  (`sim.eta`): |ETA − start| p50/p90 over those given one, and the share told "unknown".
 - `revenue_usd`: metered usage rated from the catalog (`core.metering`, `core.rating`):
   on-demand at full price, interruptible at half price.
 
@@ -39,6 +41,7 @@ from lowcostgpu.core.metering import UsageRecord, UsageSpan, instance_gpu_spans,
 from lowcostgpu.core.rating import InvoiceLine, invoice_lines, to_money
 from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.domain.catalog import Catalog
+from lowcostgpu.sim.eta import eta_figures
 from lowcostgpu.sim.fairness import fairness_figures
 from lowcostgpu.sim.runner import SimResult
 from lowcostgpu.sim.workload import Workload
@@ -83,6 +86,7 @@ def summarise(result: SimResult, catalog: Catalog) -> dict[str, Any]:
         "preemptible_wait_p99_s": percentile(_waits(ir), 99),
         **_utilisation(result, capacity_gpu_s),
         **_revenue(lines),
+        "queue_eta": eta_figures(result.etas, result.workloads, percentile),
         "events": result.events,
         "engine_calls": result.engine_calls,
     }

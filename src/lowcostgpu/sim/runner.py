@@ -54,6 +54,7 @@ from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFo
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.sim.clairvoyant import Clairvoyant
 from lowcostgpu.sim.clock import ARRIVAL, REPORT, RETRY, SAMPLE, TICK, EventHeap
+from lowcostgpu.sim.eta import EtaLog, mean_work_by_pool
 from lowcostgpu.sim.jobs import Trace
 from lowcostgpu.sim.reclaims import ReclaimLosses
 from lowcostgpu.sim.workload import Next, Workload
@@ -95,6 +96,7 @@ class SimResult:
     engine_calls: int = 0
     min_runtime_s: int = 300
     reclaims: ReclaimLosses = field(default_factory=ReclaimLosses)
+    etas: EtaLog = field(default_factory=EtaLog)  # the ETAs queued jobs were given (`sim.eta`)
 
 
 class Simulation:
@@ -135,6 +137,7 @@ class Simulation:
         self.samples: list[Sample] = []
         self.rejected: dict[str, str] = {}
         self.reclaims = ReclaimLosses()
+        self.etas = EtaLog(mean_work_by_pool(trace.jobs))
         # The clairvoyant dry run at each reclaim (`sim.reclaims`): it weighs every host of the
         # pool (its cost cannot be bounded), so a speed measurement may leave it out.
         self.measure_reclaims = measure_reclaims
@@ -175,6 +178,7 @@ class Simulation:
             engine_calls=self.engine_calls,
             min_runtime_s=self.config.min_runtime_s,
             reclaims=self.reclaims,
+            etas=self.etas,
         )
 
     def _handle(self, kind: str, key: str, alloc: str) -> None:
@@ -232,6 +236,9 @@ class Simulation:
                 before, spec, step, now, self.config, self._loss_if_noticed_s, self._gpus_of
             )
         self._apply(step)
+        if not job.capacity_class.preemptible:
+            return True
+        self.etas.queued(self.state, job_id, now)
         return True
 
     def _retry(self, pool: PoolKey, now: int) -> None:
