@@ -8,26 +8,55 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from lowcostgpu.cli.context import client, handled, print_json
+from lowcostgpu.cli.context import (
+    JsonCommand,
+    JsonFields,
+    client,
+    cluster_id,
+    complete_cluster_ids,
+    complete_gpu_types,
+    examples,
+    handled,
+    print_json,
+)
 from lowcostgpu.client.api import ClusterApi
 
 cluster_app = typer.Typer(
     help="Clusters: standard nodes (never preempted) and a preemptible target that refills.",
     no_args_is_help=True,
 )
-JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
+ClusterId = Annotated[
+    str,
+    typer.Argument(
+        help="a cluster id, or a unique start of one (c-3f, 3f)",
+        autocompletion=complete_cluster_ids,
+        show_default=False,
+    ),
+]
 
 
-@cluster_app.command("create")
+@cluster_app.command(
+    "create",
+    cls=JsonCommand,
+    epilog=examples(
+        "lowcostgpu cluster create --gpu a100-sxm4 --gpus-per-node 8 --preemptible-gpus 16",
+        "lowcostgpu cluster create --gpu a100-sxm4 --json id,status",
+    ),
+)
 def create(
-    gpu: Annotated[str, typer.Option(help="GPU type of every node, e.g. h100-sxm")],
+    gpu: Annotated[
+        str,
+        typer.Option(
+            help="GPU type of every node, e.g. a100-sxm4", autocompletion=complete_gpu_types
+        ),
+    ],
     preemptible_gpus: Annotated[
         int, typer.Option(help="desired_preemptible_gpus: a multiple of --gpus-per-node")
     ] = 0,
     standard_nodes: Annotated[int, typer.Option(help="never-preempted nodes (at least 1)")] = 1,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs of one node")] = 8,
     region: Annotated[str | None, typer.Option(help="region (default: the first with it)")] = None,
-    as_json: JsonFlag = False,
+    as_json: JsonFields = None,
 ) -> None:
     """Create a cluster; its standard nodes are placed at once or the request is refused."""
     body: dict[str, Any] = {
@@ -43,33 +72,45 @@ def create(
     _show(found, as_json)
 
 
-@cluster_app.command("update")
+@cluster_app.command(
+    "update",
+    cls=JsonCommand,
+    epilog=examples("lowcostgpu cluster update c-3f --preemptible-gpus 32"),
+)
 def update(
-    cluster_id: str,
+    cluster: ClusterId,
     preemptible_gpus: Annotated[int, typer.Option(help="the new desired_preemptible_gpus")],
-    as_json: JsonFlag = False,
+    as_json: JsonFields = None,
 ) -> None:
     """Change the preemptible target; the cluster grows or drains toward it."""
     with handled(), client() as api:
-        found = ClusterApi(api).update_target(cluster_id, preemptible_gpus)
+        found = ClusterApi(api).update_target(cluster_id(api, cluster), preemptible_gpus)
     _show(found, as_json)
 
 
-@cluster_app.command("show")
-def show(cluster_id: str, as_json: JsonFlag = False) -> None:
+@cluster_app.command(
+    "show",
+    cls=JsonCommand,
+    epilog=examples("lowcostgpu cluster show c-3f", "lowcostgpu cluster show 3f --json nodes"),
+)
+def show(cluster: ClusterId, as_json: JsonFields = None) -> None:
     """Desired vs allocated preemptible GPUs, and every node with its compute-class label."""
     with handled(), client() as api:
-        found = ClusterApi(api).get(cluster_id)
+        found = ClusterApi(api).get(cluster_id(api, cluster))
     _show(found, as_json)
 
 
-@cluster_app.command("ls")
-def ls(as_json: JsonFlag = False) -> None:
+@cluster_app.command(
+    "ls",
+    cls=JsonCommand,
+    epilog=examples("lowcostgpu cluster ls", "lowcostgpu cluster ls --json id,status"),
+)
+def ls(as_json: JsonFields = None) -> None:
     """Your clusters."""
     with handled(), client() as api:
         found = ClusterApi(api).list()
     if as_json:
-        print_json(found)
+        print_json(found, as_json)
         return
     table = Table("cluster", "status", "gpu", "standard", "preemptible allocated / desired")
     for c in found:
@@ -83,24 +124,28 @@ def ls(as_json: JsonFlag = False) -> None:
     Console().print(table)
 
 
-@cluster_app.command("rm")
-def rm(cluster_id: str, as_json: JsonFlag = False) -> None:
+@cluster_app.command("rm", cls=JsonCommand, epilog=examples("lowcostgpu cluster rm c-3f"))
+def rm(cluster: ClusterId, as_json: JsonFields = None) -> None:
     """Delete a cluster: every node drains with its grace period, then it is gone."""
     with handled(), client() as api:
-        found = ClusterApi(api).delete(cluster_id)
+        found = ClusterApi(api).delete(cluster_id(api, cluster))
     _show(found, as_json)
 
 
-@cluster_app.command("convert")
-def convert(cluster_id: str, node_id: str, compute_class: str) -> None:
+@cluster_app.command(
+    "convert",
+    cls=JsonCommand,
+    epilog=examples("lowcostgpu cluster convert c-3f n-5e6f7a8b standard   # refused, says why"),
+)
+def convert(cluster: ClusterId, node_id: str, compute_class: str) -> None:
     """Convert a node's class in place — always refused, with what to do instead."""
     with handled(), client() as api:
-        ClusterApi(api).convert_node(cluster_id, node_id, compute_class)
+        ClusterApi(api).convert_node(cluster_id(api, cluster), node_id, compute_class)
 
 
-def _show(c: dict[str, Any], as_json: bool) -> None:
+def _show(c: dict[str, Any], as_json: str | None) -> None:
     if as_json:
-        print_json(c)
+        print_json(c, as_json)
         return
     met = {True: "met", False: "unmet", None: "-"}[c["target_met"]]
     typer.echo(
