@@ -202,7 +202,7 @@ def readable(value: dict[str, Any], now_s: float) -> dict[str, Any]:
             out[key] = readable(item, now_s)
         elif key in TIME_KEYS and isinstance(item, int):
             out[key] = fmt.when(item, now_s)
-        elif key.endswith("_s") and isinstance(item, int | float):
+        elif key.endswith("_s") and (item is None or isinstance(item, int | float)):
             out[key[:-2]] = fmt.duration(item)
         elif key == "price_per_hour":
             out[key] = fmt.rate(item)
