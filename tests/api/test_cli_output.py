@@ -197,6 +197,17 @@ def test_completion_of_ids_and_gpu_types_and_silence_without_a_server(
     assert context.complete_gpu_types("") == []
 
 
+def test_a_refused_stop_or_resume_says_which_states_it_takes(
+    cli: CliRunner, tenant: Client
+) -> None:
+    (i,) = finished(cli, 1)
+    out = run(cli, "resume", i, code=2)
+    assert out.startswith(f"error: {i} is succeeded: resume takes an instance that is ")
+    assert "stopped" in out and "cannot go from" not in out and out.count("\n") == 1
+    out = run(cli, "stop", i[:-2], code=2)
+    assert out.startswith(f"error: {i} is succeeded: stop takes an instance that is ")
+
+
 def test_every_command_shows_examples_in_its_help(cli: CliRunner) -> None:
     commands = [
         ["launch"], ["ls"], ["show"], ["logs"], ["stop"], ["resume"], ["rm"], ["events"],

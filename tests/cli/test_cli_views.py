@@ -145,6 +145,15 @@ def test_the_balance_is_to_the_cent_with_its_ledger_at_local_times() -> None:
         ({"interruptions": 1, "median_time_between_interruptions_s": 0}, "-"),
         ({"interruptions": 2, "median_time_between_interruptions_s": 0}, "0 s"),
         ({"interruptions": 9, "median_time_between_interruptions_s": 5400}, "1 h 30 min"),
+        (
+            {
+                "interruptions": 3,
+                "interruptions_per_hour": 0.5,
+                "median_time_between_interruptions_s": None,  # no instance interrupted twice
+            },
+            "~2 h (from the rate)",
+        ),
+        ({"interruptions": 1, "interruptions_per_hour": 0.5}, "-"),
     ],
 )
 def test_fleet_shows_the_median_between_interruptions_as_a_duration(

@@ -65,11 +65,16 @@ def prices(as_json: JsonFields = None) -> None:
 
 def median_between(stat: dict[str, Any]) -> str:
     """The median time between interruptions as a duration; `-` only below 2 interruptions
-    (one interruption has no interval to measure)."""
-    median = stat.get("median_time_between_interruptions_s")
-    if median is None or stat.get("interruptions", 0) < 2:
+    (one has no interval). The server measures the median between two interruptions of the same
+    instance; until some instance was interrupted twice it is estimated from the rate, as the
+    SDK's checkpoint interval does (`sdk.interval.mtbi_from_fleet`), and marked `~`."""
+    if stat.get("interruptions", 0) < 2:
         return fmt.NONE
-    return fmt.duration(median)
+    median = stat.get("median_time_between_interruptions_s")
+    if median is not None:
+        return fmt.duration(median)
+    rate = stat.get("interruptions_per_hour") or 0
+    return f"~{fmt.duration(3600 / rate)} (from the rate)" if rate > 0 else fmt.NONE
 
 
 def fleet(as_json: JsonFields = None) -> None:

@@ -22,7 +22,8 @@ from lowcostgpu.cli.context import (
 )
 from lowcostgpu.cli.timeline import Timeline
 from lowcostgpu.client.api import Instance
-from lowcostgpu.domain.errors import InvalidRequest
+from lowcostgpu.domain.errors import IllegalTransition, InvalidRequest
+from lowcostgpu.domain.status import INSTANCE_TRANSITIONS, InstanceStatus
 
 InstanceId = Annotated[
     str,
@@ -244,10 +245,33 @@ def logs(
             typer.echo(chunk, nl=False)
 
 
+# The statuses each action leads to: a refused one says which statuses it takes, from the table.
+LEADS_TO = {
+    "stop": {InstanceStatus.STOPPING, InstanceStatus.STOPPED},
+    "resume": {InstanceStatus.QUEUED},
+    "rm": {InstanceStatus.DELETED},
+}
+
+
+def refused(verb: str, target: str, exc: IllegalTransition) -> InvalidRequest:
+    """A refused stop/resume/rm in the user's words (`i-… is running: resume takes an instance
+    that is interrupted, stopped or failed`), not the state machine's edges."""
+    takes = [str(s) for s, nexts in INSTANCE_TRANSITIONS.items() if nexts & LEADS_TO[verb]]
+    either = " or ".join([", ".join(takes[:-1]), takes[-1]] if len(takes) > 1 else takes)
+    current = exc.details.get("current", "in another state")
+    return InvalidRequest(
+        f"{target} is {current}: {verb} takes an instance that is {either}",
+        hint=f"`lowcostgpu show {target}` shows where it is",
+    )
+
+
 def _act(verb: str, instance: str, as_json: str | None) -> None:
     with handled(), client() as api:
         target = instance_id(api, instance)
-        inst = {"stop": api.stop, "resume": api.resume, "rm": api.delete}[verb](target)
+        try:
+            inst = {"stop": api.stop, "resume": api.resume, "rm": api.delete}[verb](target)
+        except IllegalTransition as exc:
+            raise refused(verb, target, exc) from None
     if as_json:
         print_json(inst, as_json)
     else:
