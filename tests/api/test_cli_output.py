@@ -227,3 +227,23 @@ def test_an_admin_sees_accounts_to_the_cent(cli: CliRunner, api: Api) -> None:
     )  # fmt: skip
     assert set(created) == {"id", "balance"}
     assert "$7.50" in run(cli, "accounts", "ls", "--admin-key", ADMIN_KEY)
+
+
+def test_a_cluster_by_a_short_id_and_its_listing_within_80_columns(
+    api: Api, cli: CliRunner, tenant: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created = json.loads(
+        run(cli, "cluster", "create", "--gpu", "a100-sxm4", "--gpus-per-node", "1", "--json", "id")
+    )
+    cid = created["id"]
+    try:
+        assert json.loads(run(cli, "cluster", "show", cid[2:6], "--json", "id")) == {"id": cid}
+        monkeypatch.setenv("COLUMNS", "80")
+        lines = run(cli, "cluster", "ls").splitlines()
+        assert lines[1].split()[0] == cid and all(len(line) <= 80 for line in lines)
+        monkeypatch.setenv("LOWCOSTGPU_API_KEY", key_of(api.account("out-cluster-other")[1]))
+        out = run(cli, "cluster", "show", cid[:-1], code=2)
+        assert out.startswith(f"error: no cluster of yours starts with '{cid[:-1]}'")
+    finally:
+        monkeypatch.setenv("LOWCOSTGPU_API_KEY", key_of(tenant))
+        run(cli, "cluster", "rm", cid)

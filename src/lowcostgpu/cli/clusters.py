@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from lowcostgpu.cli import format as fmt
 from lowcostgpu.cli.context import (
     JsonCommand,
     JsonFields,
@@ -18,6 +18,7 @@ from lowcostgpu.cli.context import (
     examples,
     handled,
     print_json,
+    width,
 )
 from lowcostgpu.client.api import ClusterApi
 
@@ -112,16 +113,35 @@ def ls(as_json: JsonFields = None) -> None:
     if as_json:
         print_json(found, as_json)
         return
-    table = Table("cluster", "status", "gpu", "standard", "preemptible allocated / desired")
-    for c in found:
-        table.add_row(
-            c["id"],
-            c["status"],
-            f"{c['gpu']} ({c['region']})",
-            str(c["standard_nodes"]),
-            f"{c['allocated_preemptible_gpus']} / {c['desired_preemptible_gpus']}",
-        )
-    Console().print(table)
+    if not found:
+        typer.echo("no clusters (create one: lowcostgpu cluster create --gpu a100-sxm4)")
+        return
+    for line in fmt.fitted(CLUSTER_COLUMNS, [cluster_row(c, time.time()) for c in found], width()):
+        typer.echo(line)
+
+
+CLUSTER_COLUMNS = (
+    fmt.Column("ID", 0),
+    fmt.Column("STATUS", 0),
+    fmt.Column("GPU", 1),
+    fmt.Column("PREEMPTIBLE GPUS", 2, right=True),
+    fmt.Column("STANDARD NODES", 3, right=True),
+    fmt.Column("AGE", 4),
+    fmt.Column("REGION", 5),
+)
+
+
+def cluster_row(c: dict[str, Any], now_s: float) -> list[str]:
+    """One cluster as `cluster ls` shows it: preemptible GPUs as allocated/desired."""
+    return [
+        c["id"],
+        c["status"],
+        c["gpu"],
+        f"{c['allocated_preemptible_gpus']}/{c['desired_preemptible_gpus']}",
+        str(c["standard_nodes"]),
+        fmt.ago(c.get("created_at"), now_s),
+        c["region"],
+    ]
 
 
 @cluster_app.command("rm", cls=JsonCommand, epilog=examples("lowcostgpu cluster rm c-3f"))
@@ -153,18 +173,31 @@ def _show(c: dict[str, Any], as_json: str | None) -> None:
         f"{c['gpus_per_node']} GPUs per node · preemptible "
         f"{c['allocated_preemptible_gpus']}/{c['desired_preemptible_gpus']} GPUs ({met})"
     )
-    table = Table("node", "compute-class", "status", "GPUs", "host", "taints")
+    rows = []
     for n in c["nodes"]:
         taints = ", ".join(f"{t['key']}={t['value']}:{t['effect']}" for t in n["taints"])
-        table.add_row(
-            n["id"],
-            n["labels"].get("lowcostgpu.io/compute-class", n["compute_class"]),
-            n["status"],
-            str(n["gpus"]),
-            n["host_id"] or "-",
-            taints or "-",
+        rows.append(
+            [
+                n["id"],
+                n["labels"].get("lowcostgpu.io/compute-class", n["compute_class"]),
+                n["status"],
+                str(n["gpus"]),
+                n["host_id"] or fmt.NONE,
+                taints or fmt.NONE,
+            ]
         )
-    Console().print(table)
+    for line in fmt.fitted(NODE_COLUMNS, rows, width()):
+        typer.echo(line)
+
+
+NODE_COLUMNS = (
+    fmt.Column("NODE", 0),
+    fmt.Column("COMPUTE-CLASS", 0),
+    fmt.Column("STATUS", 0),
+    fmt.Column("GPUS", 1, right=True),
+    fmt.Column("HOST", 2),
+    fmt.Column("TAINTS", 3),
+)
 
 
 def register(app: typer.Typer) -> None:
