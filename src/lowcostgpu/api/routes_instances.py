@@ -94,8 +94,8 @@ def list_instances(
     caller's rows are read (`Store.instances_page`, an index): a page costs O(limit).
 
     With `id_prefix`, the caller's instances whose id starts with it, by id, at most `limit`
-    (`Store.instances_with_prefix`, a range of the primary key): what the CLI resolves `i-c24`
-    by, asking for 2 or more to see an ambiguity."""
+    (`Store.instances_with_prefix`, an index: the id's range or the account's rows): what the
+    CLI resolves `i-c24` by, asking for 2 or more to see an ambiguity."""
     if id_prefix is not None:
         return _with_prefix(ctx, account_id, id_prefix, limit, all, cursor or status)
     statuses = _statuses(status)

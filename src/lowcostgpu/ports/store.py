@@ -227,9 +227,11 @@ class Store(Protocol):
 
         What resolves a short id (`i-c24`) as docker does: asked with a limit of 2 or more, one
         answer is the instance, more are an ambiguity. Another account's instances never match.
-        The SQL store walks the primary key's range [prefix, prefix + "zz"): O(the instances of
-        every account whose id has that prefix, up to the account's `limit`), not O(all rows).
-        `prefix` is lower-case letters, digits and dashes (an id's alphabet)."""
+        The SQL store reads an index, never the table: the primary key's range
+        [prefix, prefix + "zz") (the instances of every account with that prefix) or the
+        account's (account_id, created_at, id) index (the account's own instances), whichever
+        the planner deems smaller — SQLite, without statistics, takes the account's. `prefix` is
+        lower-case letters, digits and dashes (an id's alphabet)."""
         ...
 
     def pending_outbox(

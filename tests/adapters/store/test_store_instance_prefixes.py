@@ -6,9 +6,14 @@ account's never, whatever their ids; deleted ones only when asked.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
+import sqlalchemy as sa
 from store_support import launch, state
 
+from lowcostgpu.adapters.store.sql import SqlStore
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.store import Commit, InstanceWrite, Store
 
@@ -57,3 +62,24 @@ def test_the_instances_of_one_account_whose_id_starts_so(
     found = store.instances_with_prefix(account, prefix, limit=limit, include_deleted=deleted)
     assert [s.state.id for s in found] == expected
     assert all(s.launch.account_id == account for s in found)
+
+
+def test_the_prefix_read_is_an_index_search_not_a_table_scan_on_sqlite(tmp_path: Path) -> None:
+    """The very statement `instances_with_prefix` sends: SQLite searches an index with it."""
+    store = SqlStore.open(f"sqlite:///{tmp_path / 'store.db'}")
+    sent: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if "FROM instances" in statement:
+            sent.append((statement, params))
+
+    try:
+        sa.event.listen(store._engine, "before_cursor_execute", record)
+        store.instances_with_prefix("acct-1", "i-c2", limit=3)
+        [(statement, params)] = sent
+        with store._engine.connect() as conn:
+            plan = [str(r) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)]
+    finally:
+        store.close()
+    assert any("SEARCH instances USING" in row for row in plan), plan
+    assert not any("SCAN instances" in row for row in plan), plan

@@ -108,7 +108,8 @@ def with_prefix(
 
     The range [prefix, prefix + "zz") is one walk of the primary key in any collation an id's
     alphabet (lower-case hex, letters, digits, dashes) sorts alike in; the `substr` test beside
-    it keeps the answer exact whatever the collation puts in that range."""
+    it keeps the answer exact whatever the collation puts in that range. The planner may walk
+    the account's index instead (`Store.instances_with_prefix` says the cost)."""
     c = t.instances.c
     q = sa.select(t.instances).where(
         c.id >= prefix,
