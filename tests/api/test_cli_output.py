@@ -214,6 +214,9 @@ def test_every_command_shows_examples_in_its_help(cli: CliRunner) -> None:
         ["bill"], ["balance"], ["fleet"], ["prices"], ["topup"], ["whoami"], ["login"],
         ["cluster", "create"], ["cluster", "ls"], ["cluster", "show"], ["webhooks", "add"],
         ["webhooks", "ls"], ["accounts", "create"], ["accounts", "ls"], ["keys", "create"],
+        ["cluster", "update"], ["cluster", "rm"], ["cluster", "convert"], ["webhooks", "rm"],
+        ["webhooks", "test"], ["webhooks", "enable"], ["webhooks", "deliveries"],
+        ["webhooks", "replay"], ["version"], ["demo"], ["serve"], ["templates"], ["sim"],
     ]  # fmt: skip
     for command in commands:
         out = run(cli, *command, "--help")
