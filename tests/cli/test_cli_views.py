@@ -190,3 +190,22 @@ def test_json_fields_keep_only_those_and_name_the_known_ones_otherwise() -> None
     with pytest.raises(InvalidRequest, match="unknown JSON field colour") as caught:
         selected(items, "id,colour")
     assert caught.value.hint == "known fields: gpu, id, status"
+
+
+@pytest.mark.parametrize(
+    ("month", "start", "end", "expected"),
+    [
+        (None, None, None, (0, None)),  # every usage until now
+        (None, "1764614580", None, (1764614580, None)),
+        (None, None, "1764614580", (0, 1764614580)),
+    ],
+)
+def test_the_bill_period_from_the_flags(
+    month: str | None, start: str | None, end: str | None, expected: tuple[int, int | None]
+) -> None:
+    assert billing.period(month, start, end) == expected
+
+
+def test_a_month_with_a_start_or_an_end_is_refused() -> None:
+    with pytest.raises(InvalidRequest, match="--month takes no --start or --end"):
+        billing.period("2026-11", "2026-11-02", None)

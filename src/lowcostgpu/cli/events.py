@@ -58,7 +58,8 @@ def events(
         ),
     ] = None,
     instance_opt: Annotated[
-        str | None, typer.Option("--instance", help="only this instance")
+        str | None,
+        typer.Option("--instance", help="only this instance", autocompletion=complete_instance_ids),
     ] = None,
     object: Annotated[
         str | None,
