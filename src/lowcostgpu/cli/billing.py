@@ -157,7 +157,10 @@ def bill(
         return
     table, total = bill_lines(found, show_exact)
     typer.echo(period_line(found["period_start"], found["period_end"]))
-    Console().print(table)
+    if found["lines"]:
+        Console().print(table)
+    else:
+        typer.echo("no usage in this period")
     typer.echo(total)
 
 

@@ -41,7 +41,7 @@ def event_line(e: Event, origin: int | None) -> str:
     at = fmt.local_time(e["at"], seconds=True)
     if origin is not None:
         return (
-            f"{at}  {'+' + elapsed(e['at'] - origin):>9}  {e['type']:<7}  {e['reason']:<18}  "
+            f"{at}  {'+' + elapsed(e['at'] - origin):>8}  {e['type']:<7}  {e['reason']:<18}  "
             + (e["message"])
         )
     where = f"{e['object_kind']}/{e['object_id']}"
