@@ -186,7 +186,11 @@ def ls(
         print_json(found, as_json)
         return
     if not found:
-        typer.echo("no instances (launch one: lowcostgpu launch --gpu a100-sxm4 -- CMD)")
+        typer.echo(
+            "no instance has that status"
+            if status
+            else "no instances (launch one: lowcostgpu launch --gpu a100-sxm4 -- CMD)"
+        )
         return
     for line in ls_lines(found, time.time(), width()):
         typer.echo(line)
