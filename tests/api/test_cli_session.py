@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,32 @@ def test_a_user_session_launch_ls_show_events_logs_stop_rm_bill(
     assert "deleted" in run(cli, "rm", instance_id)
     assert "total $" in run(cli, "bill") and "balance $7.50" in run(cli, "balance")
     assert "eu-west" in run(cli, "fleet")
+
+
+def test_what_a_user_reads_is_for_people_cents_local_times_no_reprs(
+    api: Api, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, user = api.account("readable", credit="7.5")
+    monkeypatch.setenv("LOWCOSTGPU_API_KEY", user._http.headers["authorization"][7:])
+    out = run(cli, "launch", "--gpu", "a100-sxm4", "--", "sleep", "60")
+    instance_id = out.split()[2]
+    wait_until(lambda: "running" in run(cli, "show", instance_id[:6]), what="it runs")
+    shown = run(cli, "show", instance_id[:6])
+    assert "None" not in shown and "{" not in shown and "queue " in shown
+    assert f"id                    {instance_id}" in shown.splitlines()[0]
+    created = r"created_at +20\d\d-\d\d-\d\d \d\d:\d\d \((just now|.+ ago)\)"
+    assert re.search(created, shown), shown  # local time and how long ago
+    assert run(cli, "stop", instance_id[2:7]).startswith(instance_id)
+    wait_until(lambda: "stopped" in run(cli, "show", instance_id), what="it stopped")
+    balance = run(cli, "balance").splitlines()
+    assert balance[0].startswith("balance $7.") and len(balance[0].split()[1]) == len("$7.50")
+    assert all(line.strip()[:2] == "20" and line.strip()[4] == "-" for line in balance[1:])
+    bill = run(cli, "bill").splitlines()
+    assert bill[0].startswith("every usage until 20")
+    total = next(line for line in bill if line.startswith("total "))
+    assert len(total.split()[1]) == len("$0.00") and "exact" not in total
+    events = run(cli, "events", "--since", "1h").splitlines()
+    assert events and all(line[:2] == "20" and line[10] == " " for line in events)
 
 
 def test_prices_show_the_seed_table_with_exact_values(

@@ -229,6 +229,11 @@ def _searches(world: World) -> list[str]:
         "/v1/instances?all=true&limit=500",
         "/v1/instances?status=running,queued,deleted",
         f"/v1/instances?cursor={_cursor_at(world)}",
+        f"/v1/instances?id_prefix={v['instance_id']}&all=true",
+        f"/v1/instances?id_prefix={v['instance_id'][:3]}&all=true&limit=500",
+        "/v1/instances?id_prefix=i-&all=true&limit=500",
+        f"/v1/clusters?id_prefix={v['cluster_id']}",
+        "/v1/clusters?id_prefix=c-",
         "/v1/billing?start=0",
         "/v1/billing/usage?limit=100000",
         "/v1/billing/balance?ledger=10000",
@@ -259,7 +264,8 @@ def test_lists_and_searches_never_show_or_mention_another_accounts_objects(
 
 def test_the_searches_find_the_victims_objects_with_its_own_key(world: World) -> None:
     """The control of the test above: the same searches do find them for their owner."""
-    for path in _searches(world)[:4]:
+    searches = _searches(world)
+    for path in [*searches[:4], *(p for p in searches if "id_prefix=" in p)]:
         answer = world.call("GET", path, world.victim.auth)
         assert answer.status_code == 200 and answer.json(), (path, answer.text)
 

@@ -8,7 +8,9 @@ do instead.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from lowcostgpu.api.context import AccountId, Ctx
@@ -144,8 +146,17 @@ def create_cluster(body: ClusterIn, ctx: Ctx, account_id: AccountId) -> ClusterO
 
 
 @router.get("")
-def list_clusters(ctx: Ctx, account_id: AccountId) -> list[ClusterOut]:
-    return [ClusterOut.of(v) for v in ctx.plane.clusters.list_clusters(account_id)]
+def list_clusters(
+    ctx: Ctx,
+    account_id: AccountId,
+    id_prefix: Annotated[
+        str | None, Query(max_length=64, description="only ids starting with this")
+    ] = None,
+) -> list[ClusterOut]:
+    """The caller's clusters; `id_prefix` is what the CLI resolves a short id (`c-3f`) by.
+    O(the account's clusters and their nodes): an account has few clusters."""
+    views = ctx.plane.clusters.list_clusters(account_id)
+    return [ClusterOut.of(v) for v in views if v.cluster.id.startswith(id_prefix or "")]
 
 
 @router.get("/{cluster_id}")

@@ -8,6 +8,7 @@ time, through the store's index, however long the history of every account grows
 from __future__ import annotations
 
 import base64
+import re
 from typing import Annotated
 
 import anyio.to_thread
@@ -29,6 +30,7 @@ router = APIRouter(prefix="/v1", tags=["instances"])
 LOG_LIMIT = log_follow.LOG_LIMIT
 PAGE, MAX_PAGE = 50, 500  # instances per page of GET /v1/instances: the default, the most
 NEXT_CURSOR = "X-Next-Cursor"
+ID_PREFIX = re.compile(r"[a-z0-9-]{1,64}")  # an id's alphabet: what the store's range walk needs
 
 
 def _out(ctx: ApiContext, stored: StoredInstance) -> InstanceOut:
@@ -80,10 +82,23 @@ def list_instances(
     status: Annotated[
         list[str] | None, Query(description="only these statuses (repeatable, or a,b)")
     ] = None,
+    id_prefix: Annotated[
+        str | None,
+        Query(
+            description="only ids starting with this (by id, one page): resolves a short id",
+            max_length=64,
+        ),
+    ] = None,
 ) -> list[InstanceOut]:
     """The caller's instances, newest first, a page at a time: `X-Next-Cursor` (and a `Link`
     `rel="next"`) say how to get the next page, and are absent on the last one. Only the
-    caller's rows are read (`Store.instances_page`, an index): a page costs O(limit)."""
+    caller's rows are read (`Store.instances_page`, an index): a page costs O(limit).
+
+    With `id_prefix`, the caller's instances whose id starts with it, by id, at most `limit`
+    (`Store.instances_with_prefix`, an index: the id's range or the account's rows): what the
+    CLI resolves `i-c24` by, asking for 2 or more to see an ambiguity."""
+    if id_prefix is not None:
+        return _with_prefix(ctx, account_id, id_prefix, limit, all, cursor or status)
     statuses = _statuses(status)
     found = ctx.plane.store.instances_page(
         account_id,
@@ -99,6 +114,25 @@ def list_instances(
         response.headers["Link"] = f'<{request.url.include_query_params(cursor=after)}>; rel="next"'
     queue = queries.queue_entries(ctx.plane, (s.state.id for s in page))
     return [InstanceOut.of(ctx.plane, s, queue.get(s.state.id)) for s in page]
+
+
+def _with_prefix(
+    ctx: ApiContext, account_id: str, prefix: str, limit: int, all: bool, other: object
+) -> list[InstanceOut]:
+    if other:
+        raise InvalidRequest(
+            "id_prefix takes neither cursor nor status", hint="ask GET /v1/instances?id_prefix=i-…"
+        )
+    if not ID_PREFIX.fullmatch(prefix):
+        raise InvalidRequest(
+            f"{prefix[:64]!r} is not the start of an instance id",
+            hint="ids are like i-c24f09a1: lower-case letters, digits and dashes",
+        )
+    found = ctx.plane.store.instances_with_prefix(
+        account_id, prefix, limit=limit, include_deleted=all
+    )
+    queue = queries.queue_entries(ctx.plane, (s.state.id for s in found))
+    return [InstanceOut.of(ctx.plane, s, queue.get(s.state.id)) for s in found]
 
 
 def _encode_cursor(last: StoredInstance) -> str:

@@ -1,66 +1,126 @@
-"""`events`: the account's events (all, one instance's, one reason's), listed or followed live."""
+"""`events`: the account's events (all, one object's, one reason's, since a time), listed or
+followed live. `--follow` starts at now (what happens next) unless `--since` or `--all` asks for
+history first."""
 
 from __future__ import annotations
 
-import json
+import time
 from typing import Annotated
 
 import typer
 
-from lowcostgpu.cli.context import client, handled, print_json
+from lowcostgpu.cli import format as fmt
+from lowcostgpu.cli.context import (
+    JsonCommand,
+    JsonFields,
+    client,
+    complete_instance_ids,
+    examples,
+    handled,
+    instance_id,
+    json_line,
+    object_id,
+    print_json,
+)
 from lowcostgpu.cli.timeline import elapsed
 from lowcostgpu.client.api import Client, Event
 
 PAGE = 1000
+EXAMPLES = examples(
+    "lowcostgpu events                          # every event of your account",
+    "lowcostgpu events c24                      # one instance's (a unique start of its id)",
+    "lowcostgpu events --object c-3f0a9b12 --since 1h",
+    "lowcostgpu events -f                       # from now on; --all or --since 2d: history first",
+    "lowcostgpu events --reason Preempted --json at,object_id,message",
+)
 
 
-def _line(e: Event, origin: int | None) -> str:
-    """One event; times relative to the instance's creation when one instance is shown."""
-    at = elapsed(e["at"] - origin) if origin is not None else str(e["at"])
-    where = "" if origin is not None else f"{e['object_kind']}/{e['object_id']}  "
-    return f"{at:>10}  {e['type']:<7}  {e['reason']:<18}  {where}{e['message']}"
+def event_line(e: Event, origin: int | None) -> str:
+    """One event at its local time; with one instance shown (`origin`, its creation), the time
+    since it was created too and no object column."""
+    at = fmt.local_time(e["at"], seconds=True)
+    if origin is not None:
+        return (
+            f"{at}  {'+' + elapsed(e['at'] - origin):>8}  {e['type']:<7}  {e['reason']:<18}  "
+            + (e["message"])
+        )
+    where = f"{e['object_kind']}/{e['object_id']}"
+    return f"{at}  {e['type']:<7}  {e['reason']:<18}  {where}  {e['message']}"
 
 
 def events(
-    instance_id: Annotated[
-        str | None, typer.Argument(help="an instance id (same as --instance)", show_default=False)
+    instance: Annotated[
+        str | None,
+        typer.Argument(
+            help="an instance id or a unique start of one (as --instance)",
+            show_default=False,
+            autocompletion=complete_instance_ids,
+        ),
     ] = None,
-    instance: Annotated[str | None, typer.Option("--instance", help="only this instance")] = None,
+    instance_opt: Annotated[
+        str | None,
+        typer.Option("--instance", help="only this instance", autocompletion=complete_instance_ids),
+    ] = None,
+    object: Annotated[
+        str | None,
+        typer.Option("--object", help="only this object: an instance, cluster, node or volume id"),
+    ] = None,
     reason: Annotated[str | None, typer.Option(help="only this reason, e.g. Preempted")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="only events since: 30m, 1h, 2d, or a local time")
+    ] = None,
+    all: Annotated[bool, typer.Option("--all", help="with --follow: all history first")] = False,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="keep printing new events (Ctrl-C stops)")
+        bool,
+        typer.Option("--follow", "-f", help="keep printing new events from now (Ctrl-C stops)"),
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="JSON (one object a line with -f)")
-    ] = False,
+    as_json: JsonFields = None,
 ) -> None:
     """Your events in order: every queue, start, preemption, checkpoint, restart, end."""
-    target = instance or instance_id
+    one_instance = instance_opt or instance
     with handled(), client() as api:
-        origin = api.instance(target)["created_at"] if target else None
-        found = _all(api, target, reason)
-        if as_json and not follow:
-            print_json(found)
-            return
+        target = _target(api, one_instance, object)
+        origin = api.instance(target)["created_at"] if one_instance and target else None
+        since_s = None if since is None else fmt.parse_since(since, time.time())
         after = 0
-        for e in found:
-            after = max(after, e["seq"] or 0)
-            typer.echo(json.dumps(e, sort_keys=True) if as_json else _line(e, origin))
+        if follow and since is None and not all:
+            after = _latest_seq(api)
+        else:
+            found = _all(api, target, reason, since_s)
+            if as_json and not follow:
+                print_json(found, as_json)
+                return
+            for e in found:
+                after = max(after, e["seq"] or 0)
+                typer.echo(json_line(e, as_json) if as_json else event_line(e, origin))
         if not follow:
             return
         try:
-            for e in api.follow_events(after, object=target, reason=reason):
-                typer.echo(json.dumps(e, sort_keys=True) if as_json else _line(e, origin))
+            for e in api.follow_events(after, object=target, reason=reason, since=since_s):
+                typer.echo(json_line(e, as_json) if as_json else event_line(e, origin))
         except KeyboardInterrupt:
             return
 
 
-def _all(api: Client, target: str | None, reason: str | None) -> list[Event]:
+def _target(api: Client, one_instance: str | None, object: str | None) -> str | None:
+    """The object filter, short ids resolved (an instance's through the indexed prefix query)."""
+    if one_instance:
+        return instance_id(api, one_instance)
+    return None if object is None else object_id(api, object)
+
+
+def _latest_seq(api: Client) -> int:
+    """Where "from now" starts: the account's newest event (one row, `newest=true`)."""
+    newest = api.events(0, 1, newest=True)
+    return max((e["seq"] or 0 for e in newest), default=0)
+
+
+def _all(api: Client, target: str | None, reason: str | None, since: int | None) -> list[Event]:
     """Every matching event, page after page."""
     found: list[Event] = []
     after = 0
     while True:
-        page = api.events(after, PAGE, object=target, reason=reason)
+        page = api.events(after, PAGE, object=target, reason=reason, since=since)
         found.extend(page)
         if len(page) < PAGE:
             return found
@@ -68,4 +128,4 @@ def _all(api: Client, target: str | None, reason: str | None) -> list[Event]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(events)
+    app.command(cls=JsonCommand, epilog=EXAMPLES)(events)

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from lowcostgpu.cli.context import examples
 from lowcostgpu.domain.errors import LowcostgpuError
 
 app = typer.Typer(
@@ -22,7 +23,7 @@ def main() -> None:
     """lowcostgpu: preemptible GPU compute at a fixed half price, on a fleet you own."""
 
 
-@app.command()
+@app.command(epilog=examples("lowcostgpu version"))
 def version() -> None:
     """Print the version."""
     from lowcostgpu import __version__
@@ -30,7 +31,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-@app.command()
+@app.command(epilog=examples("lowcostgpu demo", "lowcostgpu demo --simulated"))
 def demo(
     simulated: Annotated[
         bool, typer.Option(help="play it on a virtual clock in a second, no processes")
@@ -65,7 +66,13 @@ def _backoff_s(value: float) -> float:
     return value
 
 
-@app.command()
+@app.command(
+    epilog=examples(
+        "lowcostgpu serve",
+        "lowcostgpu serve --db postgresql://lcg@db/lcg --port 8080 --fleet fleet.toml",
+        "lowcostgpu serve --runtime kubernetes --kubeconfig ~/.kube/config --image IMAGE",
+    )
+)
 def serve(
     data_dir: Annotated[Path, typer.Option(help="where the store, logs and volumes live")] = Path(
         "./data"
@@ -159,7 +166,7 @@ def serve(
         run_server(options, typer.echo)
 
 
-@app.command()
+@app.command(epilog=examples("lowcostgpu templates"))
 def templates() -> None:
     """List the launch templates (`--template NAME`)."""
     from rich.console import Console
@@ -173,7 +180,12 @@ def templates() -> None:
     Console().print(table)
 
 
-@app.command()
+@app.command(
+    epilog=examples(
+        "lowcostgpu sim --trace synthetic --days 1 --report /tmp/sim",
+        "lowcostgpu sim --trace alibaba:DIR --fleet-scale 0.02 --policy all --report /tmp/ali",
+    )
+)
 def sim(
     trace: Annotated[
         str,

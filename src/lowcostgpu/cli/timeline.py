@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from decimal import Decimal
 
+from lowcostgpu.cli import format as fmt
 from lowcostgpu.client.api import Client, Event, Instance
 from lowcostgpu.domain.elapsed import elapsed
 
@@ -53,7 +54,7 @@ class Timeline:
         if reason == "Started" and not self.running_shown:
             self.running_shown = True
             inst = self.instance
-            return f"✓ instance {inst['id']} running · ${inst['price_per_hour']}/hr"
+            return f"✓ instance {inst['id']} running · {fmt.rate(inst['price_per_hour'])}"
         if reason == "Interrupted":
             self.interrupted_step = data.get("last_checkpoint_step")
             return f"# {at} {event['message']}"
@@ -92,7 +93,6 @@ class Timeline:
             usage = self.client.usage(self.instance["id"])
         word = "run finished" if self.instance["status"] == "succeeded" else "run ended"
         self.say(
-            f"✓ {word} · {gpu_hours(usage['gpu_seconds'])} GPU-hrs · ${usage['amount']}"
-            f" (exact ${usage['amount_exact']})"
+            f"✓ {word} · {gpu_hours(usage['gpu_seconds'])} GPU-hrs · {fmt.cents(usage['amount'])}"
         )
         return usage

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from lowcostgpu.cli import format as fmt
 from lowcostgpu.cli.timeline import FINAL, Timeline
 from lowcostgpu.client.api import RECONNECT_GIVE_UP_S, Client, Instance, Reconnecting
 from lowcostgpu.domain.elapsed import elapsed
@@ -49,7 +50,7 @@ def launched_line(inst: Instance) -> str:
     where = ""
     if queue and inst["status"] == "queued":
         where = f" · position {queue['position']} · ETA {eta_text(queue['eta_s'])}"
-    return f"✓ instance {inst['id']} {inst['status']}{where} · ${inst['price_per_hour']}/hr"
+    return f"✓ instance {inst['id']} {inst['status']}{where} · {fmt.rate(inst['price_per_hour'])}"
 
 
 def status_text(inst: Instance) -> str:

@@ -230,6 +230,11 @@ class Client:
                 return
             params = {**params, "cursor": cursor}
 
+    def instances_with_prefix(self, prefix: str, limit: int = 3) -> list[Instance]:
+        """The account's instances whose id starts with `prefix`, by id: one request."""
+        params = {"id_prefix": prefix, "limit": limit}
+        return cast(list[Instance], self._call("GET", "/v1/instances", params=params))
+
     def instance(self, instance_id: str) -> Instance:
         return cast(Instance, self._call("GET", f"/v1/instances/{instance_id}"))
 
@@ -258,9 +263,13 @@ class Client:
         reason: str | None = None,
         since: int | None = None,
         wait_s: float = 0,
+        newest: bool = False,
     ) -> list[Event]:
-        """The account's events after seq `after`; with `wait_s`, waits for the first one."""
+        """The account's events after seq `after`; with `wait_s`, waits for the first one; with
+        `newest`, the last `limit` of them."""
         params: dict[str, Any] = {"after": after, "limit": limit, "wait_s": wait_s}
+        if newest:
+            params["newest"] = "true"
         wanted = {"object": object, "reason": reason, "since": since}
         params.update({k: v for k, v in wanted.items() if v is not None})
         return cast(list[Event], self._call("GET", "/v1/events", params=params))
@@ -434,8 +443,9 @@ class ClusterApi:
     def create(self, **body: Any) -> Json:
         return cast(Json, self._client._call("POST", "/v1/clusters", json=body))
 
-    def list(self) -> list[Json]:
-        return cast(list[Json], self._client._call("GET", "/v1/clusters"))
+    def list(self, id_prefix: str | None = None) -> list[Json]:
+        params = {} if id_prefix is None else {"id_prefix": id_prefix}
+        return cast(list[Json], self._client._call("GET", "/v1/clusters", params=params))
 
     def get(self, cluster_id: str) -> Json:
         return cast(Json, self._client._call("GET", f"/v1/clusters/{cluster_id}"))

@@ -220,6 +220,20 @@ class Store(Protocol):
         (plus the skipped ones when a status filter is selective), not O(the account's rows)."""
         ...
 
+    def instances_with_prefix(
+        self, account_id: str, prefix: str, *, limit: int, include_deleted: bool = False
+    ) -> list[StoredInstance]:
+        """At most `limit` of an account's instances whose id starts with `prefix`, by id.
+
+        What resolves a short id (`i-c24`) as docker does: asked with a limit of 2 or more, one
+        answer is the instance, more are an ambiguity. Another account's instances never match.
+        The SQL store reads an index, never the table: the primary key's range
+        [prefix, prefix + "zz") (the instances of every account with that prefix) or the
+        account's (account_id, created_at, id) index (the account's own instances), whichever
+        the planner deems smaller — SQLite, without statistics, takes the account's. `prefix` is
+        lower-case letters, digits and dashes (an id's alphabet)."""
+        ...
+
     def pending_outbox(
         self, limit: int = 1000, *, due_at: Timestamp | None = None
     ) -> list[OutboxEntry]:

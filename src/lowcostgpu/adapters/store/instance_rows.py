@@ -99,3 +99,25 @@ def page(
         q = q.where(c.status != rows.DELETED)
     q = q.order_by(c.created_at.desc(), text(c.id).desc()).limit(limit)
     return [rows.stored_instance(r) for r in conn.execute(q).mappings()]
+
+
+def with_prefix(
+    conn: sa.Connection, account_id: str, prefix: str, limit: int, include_deleted: bool
+) -> list[StoredInstance]:
+    """An account's instances whose id starts with `prefix`, by id, at most `limit`.
+
+    The range [prefix, prefix + "zz") is one walk of the primary key in any collation an id's
+    alphabet (lower-case hex, letters, digits, dashes) sorts alike in; the `substr` test beside
+    it keeps the answer exact whatever the collation puts in that range. The planner may walk
+    the account's index instead (`Store.instances_with_prefix` says the cost)."""
+    c = t.instances.c
+    q = sa.select(t.instances).where(
+        c.id >= prefix,
+        c.id < prefix + "zz",
+        sa.func.substr(c.id, 1, len(prefix)) == prefix,
+        c.account_id == account_id,
+    )
+    if not include_deleted:
+        q = q.where(c.status != rows.DELETED)
+    q = q.order_by(c.id).limit(limit)
+    return [rows.stored_instance(r) for r in conn.execute(q).mappings()]

@@ -188,6 +188,23 @@ class MemoryStore:
             )
         return [rows.stored_instance(r) for r in found]
 
+    def instances_with_prefix(
+        self, account_id: str, prefix: str, *, limit: int, include_deleted: bool = False
+    ) -> list[StoredInstance]:
+        """O(all rows): the in-memory store keeps no order of ids."""
+        with self._mutex:
+            found = sorted(
+                (
+                    r
+                    for r in self._instances.values()
+                    if r["account_id"] == account_id
+                    and r["id"].startswith(prefix)
+                    and (include_deleted or r["status"] != rows.DELETED)
+                ),
+                key=lambda r: r["id"],
+            )
+        return [rows.stored_instance(r) for r in found[: max(limit, 0)]]
+
     def pending_outbox(
         self, limit: int = 1000, *, due_at: Timestamp | None = None
     ) -> list[OutboxEntry]:

@@ -239,6 +239,14 @@ class SqlStore:
         with translated(self.url), self._engine.connect() as conn:
             return instance_rows.page(conn, self._text, *args)
 
+    def instances_with_prefix(
+        self, account_id: str, prefix: str, *, limit: int, include_deleted: bool = False
+    ) -> list[StoredInstance]:
+        if limit <= 0:
+            return []
+        with translated(self.url), self._engine.connect() as conn:
+            return instance_rows.with_prefix(conn, account_id, prefix, limit, include_deleted)
+
     def clusters(
         self, *, account_id: str | None = None, include_deleted: bool = False
     ) -> list[StoredCluster]:
