@@ -121,7 +121,8 @@ def _checked(
         with Client(target, api_key) as api:
             me = api.account()
         typer.echo(
-            f"logged in to {target} as {me['id']} ({me['name']}), balance {fmt.cents(me['balance'])}"
+            f"logged in to {target} as {me['id']} ({me['name']}),"
+            f" balance {fmt.cents(me['balance'])}"
         )
     elif admin_key:
         with admin_client(admin_key, target) as admin:

@@ -23,8 +23,8 @@ from lowcostgpu.cli.context import (
     print_json,
     server_url,
 )
-from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.client.api import Client
+from lowcostgpu.domain.errors import InvalidRequest
 
 ExactFlag = Annotated[bool, typer.Option("--exact", help="the exact amounts too, every digit")]
 EXAMPLES = {
