@@ -35,7 +35,6 @@ from lowcostgpu.app.effects import Outcome, Settled, give_up_reason, settled, st
 from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
 from lowcostgpu.app.live import LiveState
 from lowcostgpu.app.meter import Meter, pass_commits
-from lowcostgpu.app.recent_runs import RecentRuns
 from lowcostgpu.app.runtime_reports import (
     ReportObserver,
     changing_reports,
@@ -141,7 +140,6 @@ class ControlPlane:
         self._standby_lock = threading.Lock()
         self._standby_state: tuple[Timestamp, EngineState] | None = None  # (loaded at, state)
         self.checkpoint_ages = CheckpointAges()  # what the fairness policy charges non-reporters
-        self.recent_runs = RecentRuns()  # how fast each pool turns over: the queue's ETA
         self.observer = ReportObserver()  # which runtime reports a tick takes in
         self.clusters = ClusterService(
             store=store,
@@ -470,7 +468,6 @@ class ControlPlane:
                 live.let_go(adopt)
             raise
         commit = live.commit_for(decision, now)
-        before = live.state.instances
         gone = live.committed(decision, commit)
         if adopt is not None:
             live.let_go(adopt)  # a request that left it where it was (a repeated delete)
@@ -478,10 +475,9 @@ class ControlPlane:
         meter.left(gone)
         meter.nodes_left(n.state for n in commit.nodes if n.state.status is NodeStatus.REMOVED)
         meter.volumes_written(commit.volumes)
-        state, written = live.state, [w.state for w in commit.instances]
+        state = live.state
 
         def landed() -> None:
-            self.recent_runs.closed(before, written)
             self._view = state
 
         return Applied((decision, commit), commit, landed)
