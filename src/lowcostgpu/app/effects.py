@@ -1,4 +1,5 @@
-"""Carrying out effects from the outbox: start, signal, kill. Each is idempotent by its key.
+"""Carrying out effects from the outbox: start, signal, kill; a volume's delete and resize. Each
+is idempotent by its key (and the runtime's volumes make a second delete or resize a no-op).
 
 Whatever one entry raises is that entry's failure (`Outcome.failed`): the others are carried out
 all the same, and the plane writes the failure on the entry and retries it (`core.retries`).
@@ -183,6 +184,10 @@ class EffectRunner:
                 self.runtime.signal(str(p["allocation_id"]), "SIGTERM")
             case "KillWorkload":
                 self.runtime.kill(str(p["allocation_id"]))
+            case "DeleteVolume":
+                self.volumes.delete(str(p["account_id"]), str(p["name"]))
+            case "ResizeVolume":
+                self.volumes.resize(str(p["account_id"]), str(p["name"]), int(p["size_gb"]))
             case kind if kind in NODE_EFFECT_KINDS:
                 self.nodes.carry_out(entry, self.runtime)
             case kind if kind in NOTHING_TO_DO:

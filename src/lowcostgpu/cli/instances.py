@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lowcostgpu.cli import volumes
 from lowcostgpu.cli.context import client, handled, print_json
 from lowcostgpu.cli.timeline import Timeline
 from lowcostgpu.client.api import Instance
@@ -62,6 +63,7 @@ def launch(
             auto_requeue=auto_requeue,
             grace_period_s=grace_period_s,
         )
+        volumes.say_held_checkpoint(inst, to_stderr=as_json)
         if as_json and not wait:
             print_json(inst)
             return

@@ -72,6 +72,27 @@ class KubernetesVolumes:
                 what=f"deleting the claim {claim_id} of volume {name}",
             )
 
+    def resize(self, account_id: str, name: str, size_gb: int) -> None:
+        """An expansion request: the claim's requested storage is patched up to `size_gb` (the
+        storage class must allow volume expansion; the resize then happens in the cluster, and
+        a file system is grown when a pod next mounts it). Idempotent; never shrinks; a claim
+        that does not exist (not made yet, or deleted) is left alone."""
+        claim_id = claim_name(account_id, name)
+        try:
+            pvc = self._claim(account_id, name)
+        except NotFound:
+            return
+        if parse_quantity(pvc.spec.resources.requests["storage"]) >= size_gb * 2**30:
+            return
+        patch = {"spec": {"resources": {"requests": {"storage": f"{size_gb}Gi"}}}}
+        self.kube.call(
+            self.kube.core.patch_namespaced_persistent_volume_claim,
+            claim_id,
+            self.namespace,
+            patch,
+            what=f"expanding the claim {claim_id} of volume {name} to {size_gb} GB",
+        )
+
     def _claim(self, account_id: str, name: str) -> Any:
         """The claim; one being deleted (its pvc-protection finalizer waits for its pods) is
         gone as far as volumes go."""

@@ -180,6 +180,31 @@ class LocalVolumes:
         self._image(account_id, name).unlink(missing_ok=True)
         shutil.rmtree(path, ignore_errors=True)
 
+    def resize(self, account_id: str, name: str, size_gb: int) -> None:
+        """Grow the limit: the meta's size, and an image's file and file system (online when it
+        is mounted: the loop device is told its new capacity, then `resize2fs` grows ext4 in
+        place). Idempotent and never shrinking; a volume not made yet is left to `ensure`."""
+        check_volume_request(account_id, name, size_gb)
+        meta_path = self._meta(account_id, name)
+        meta = read_json(meta_path)
+        if meta is None or int(meta["size_gb"]) >= size_gb:
+            return
+        if meta.get("enforced"):
+            self._grow_image(account_id, name, size_gb)
+        write_json_atomic(meta_path, {**meta, "size_gb": size_gb})  # last: a retry grows again
+
+    def _grow_image(self, account_id: str, name: str, size_gb: int) -> None:
+        image, path = self._image(account_id, name), self._path(account_id, name)
+        with open(image, "r+b") as f:
+            f.truncate(max(size_gb * self._bytes_per_gb, os.fstat(f.fileno()).st_size))
+        device = _loop_device_of(path) if _is_mounted(path) else None
+        if device is not None:
+            _run(["losetup", "-c", device])
+            _run(["resize2fs", device])
+        else:
+            subprocess.run(["e2fsck", "-f", "-p", str(image)], capture_output=True, text=True)
+            _run(["resize2fs", str(image)])
+
     def _path(self, account_id: str, name: str) -> Path:
         return self._root / account_id / name
 
@@ -213,6 +238,21 @@ def _run(argv: list[str]) -> None:
 
 def _is_mounted(path: Path) -> bool:
     return os.path.ismount(path)
+
+
+def _loop_device_of(path: Path) -> str | None:
+    """The loop device mounted on `path` (from /proc/self/mounts), if any."""
+    target = str(path)
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                fields = line.split()
+                mount_point = fields[1].replace("\\040", " ") if len(fields) > 1 else ""
+                if mount_point == target and fields[0].startswith("/dev/loop"):
+                    return fields[0]
+    except OSError:
+        return None
+    return None
 
 
 def _disk_usage_bytes(path: Path) -> int:
