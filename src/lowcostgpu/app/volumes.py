@@ -75,7 +75,9 @@ def users_of(store: Store, account_id: str) -> dict[str, list[str]]:
 
 
 def view_of(v: VolumeRecord, users: Mapping[str, list[str]]) -> VolumeView:
-    resized_at = v.size_since if v.size_since > v.created_at else None
+    # A resize's segment starts in this life; a deleted namesake's ended before it began.
+    last = v.history[-1] if v.history else None
+    resized_at = last[1] if last is not None and last[0] >= v.created_at else None
     return VolumeView(
         v.name, v.size_gb, v.created_at, resized_at, tuple(users.get(v.name, ())), v.checkpoint_step
     )
@@ -178,7 +180,7 @@ def deleted(v: VolumeRecord, now: Timestamp) -> Commit:
 def resized(v: VolumeRecord, size_gb: int, now: Timestamp) -> Commit:
     """The commit of a grow: the earlier size kept in the history (billed until now), the
     event, and the runtime's resize as an outbox entry."""
-    history = (*v.history, (v.size_since, now, v.size_gb)) if now > v.size_since else v.history
+    history = (*v.history, (v.size_since, now, v.size_gb))  # of no length if made this second
     grown = replace(v, size_gb=size_gb, history=history)
     payload = {"account_id": v.account_id, "name": v.name, "size_gb": size_gb}
     key = f"volume:{v.account_id}/{v.name}:resize:{size_gb}:{now}"
