@@ -168,3 +168,24 @@ def test_a_volume_made_again_after_its_deletion_bills_both_lives_and_not_the_gap
     w.plane.volume_service.delete(ACCOUNT, "ckpts")  # 10 GB for 657 s
     w.tick(3600)
     assert storage(w) == (13140, Decimal("0.0005"))
+
+
+def _disk_away(account_id: str, name: str) -> None:
+    raise OSError(5, "disk away")
+
+
+def test_a_delete_carried_out_late_spares_a_volume_made_again_meanwhile() -> None:
+    w = World()
+    inst = launch(w, "ckpts:1GB")
+    w.tick(1)
+    end(w, inst)
+    w.volumes.delete = _disk_away  # type: ignore[method-assign]
+    w.plane.volume_service.delete(ACCOUNT, "ckpts")  # its effect fails, stays pending
+    (pending,) = w.store.pending_outbox()
+    del w.volumes.delete  # the disk is back
+    again = launch(w, "ckpts:1GB")
+    w.tick(1)
+    assert w.store.instance(again).state.status.value == "running"
+    w.tick(3600)  # the delete's retry is due: it no longer applies, and is done
+    assert pending.key not in {e.key for e in w.store.pending_outbox()}
+    assert w.volumes.names() == [(ACCOUNT, "ckpts")]

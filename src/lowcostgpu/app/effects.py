@@ -185,7 +185,8 @@ class EffectRunner:
             case "KillWorkload":
                 self.runtime.kill(str(p["allocation_id"]))
             case "DeleteVolume":
-                self.volumes.delete(str(p["account_id"]), str(p["name"]))
+                if self._still_deleted(entry):
+                    self.volumes.delete(str(p["account_id"]), str(p["name"]))
             case "ResizeVolume":
                 self.volumes.resize(str(p["account_id"]), str(p["name"]), int(p["size_gb"]))
             case kind if kind in NODE_EFFECT_KINDS:
@@ -194,6 +195,13 @@ class EffectRunner:
                 pass
             case kind:
                 log.error("unknown effect kind %s in the outbox (key %s): skipped", kind, entry.key)
+
+    def _still_deleted(self, entry: OutboxEntry) -> bool:
+        """Whether a volume's delete still applies: a delete retried after a launch made a new
+        volume of that name must not remove the new one's data under its run."""
+        p = entry.payload
+        found = [v for v in self.store.volumes(str(p["account_id"])) if v.name == p["name"]]
+        return not found or found[0].deleted_at == p.get("deleted_at", found[0].deleted_at)
 
     def _start_of(self, entry: OutboxEntry) -> WorkloadStart:
         p = entry.payload

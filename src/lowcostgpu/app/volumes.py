@@ -169,7 +169,7 @@ class VolumeService:
 def deleted(v: VolumeRecord, now: Timestamp) -> Commit:
     """The commit of a delete: billed until now, the event, and the runtime's delete."""
     gone = replace(v, deleted_at=now)
-    payload = {"account_id": v.account_id, "name": v.name}
+    payload = {"account_id": v.account_id, "name": v.name, "deleted_at": now}
     key = f"volume:{v.account_id}/{v.name}:delete:{now}"
     words = f"volume {v.name} deleted; its storage is no longer billed"
     event = volume_event(gone, Reason.VOLUME_DELETED, words, now)
