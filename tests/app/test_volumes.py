@@ -189,3 +189,13 @@ def test_a_delete_carried_out_late_spares_a_volume_made_again_meanwhile() -> Non
     w.tick(3600)  # the delete's retry is due: it no longer applies, and is done
     assert pending.key not in {e.key for e in w.store.pending_outbox()}
     assert w.volumes.names() == [(ACCOUNT, "ckpts")]
+
+
+def test_the_volume_step_follows_reports_not_another_runs_stop() -> None:
+    w = World()
+    first, second = launch(w, "ckpts:1GB"), launch(w, "ckpts")
+    w.tick(1)
+    w.plane.report_checkpoint(first, 300)
+    w.plane.report_checkpoint(second, 500)
+    w.plane.stop(first)  # the first run's own step (300) is not what the volume holds now
+    assert w.plane.volume_service.get(ACCOUNT, "ckpts").checkpoint_step == 500

@@ -42,7 +42,7 @@ from lowcostgpu.app.runtime_reports import (
     merged,
     node_exits,
 )
-from lowcostgpu.app.volumes import VolumeService, checkpoint_held, launched_on
+from lowcostgpu.app.volumes import VolumeService, checkpoint_held, launched_on, reports_a_step
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.drain import interruption_notice
@@ -277,7 +277,7 @@ class ControlPlane:
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             step = engine.report(state, instance_id, event, now, self.config.scheduler)
-            inst = step.state.instances.get(instance_id)
+            inst = step.state.instances.get(instance_id) if reports_a_step(event) else None
             return Decision(step, extra=checkpoint_held(self._known_volumes(), stored.launch, inst))
 
         commit = self._decide_and_write(decide, adopt=instance_id)

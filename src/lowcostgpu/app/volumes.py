@@ -23,7 +23,12 @@ from dataclasses import dataclass, replace
 
 from lowcostgpu.app.decisions import Decision
 from lowcostgpu.core.engine import EngineState, EngineStep
-from lowcostgpu.core.lifecycle import InstanceState
+from lowcostgpu.core.lifecycle import (
+    CheckpointReported,
+    CompletionReported,
+    InstanceState,
+    LifecycleEvent,
+)
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from lowcostgpu.domain.events import Reason, event_type_of
@@ -261,6 +266,12 @@ def made_volume(
     if before.deleted_at > before.size_since:
         history = (*history, last)
     return VolumeRecord(account_id, name, size_gb, now, history=history)
+
+
+def reports_a_step(event: LifecycleEvent) -> bool:
+    """A checkpoint or a completion with its step: what moves a volume's step (a stop or a
+    delete of one instance must not set back the step another run on the volume reported)."""
+    return isinstance(event, CheckpointReported | CompletionReported)
 
 
 def checkpoint_held(known: Known, launch: LaunchRecord, inst: InstanceState | None) -> Commit:
