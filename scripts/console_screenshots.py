@@ -1,12 +1,13 @@
 """Screenshots of the console's main pages for the docs, from a real seeded server.
 
-    .venv/bin/python scripts/console_screenshots.py [--out docs/console]
+    .venv/bin/python scripts/console_screenshots.py [--out docs/console] [--only volumes,...]
 
 Starts a throw-away control plane (temp directory, SQLite, the local runtime; an A100 host and
 an H100 host), plays the seed session in one account — a real `pytorch` run checkpoints, an
 on-demand launch reclaims its GPU, it resumes from its checkpoint and finishes — adds a cluster,
 a webhook with a local receiver and some queued work, waits for the meter, and photographs the
-pages in Debian's Chromium (`/usr/bin/chromium`) with Playwright. Takes about two minutes.
+pages in Debian's Chromium (`/usr/bin/chromium`) with Playwright, at 1280 px and, for the
+`narrow-420` shot, in a 420 px window (a phone). Takes about two minutes.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ name = "eu-west"
 TRAIN_ARGS = ["--steps", "120", "--every-steps", "20", "--step-delay-s", "0.1"]
 PAGES = [  # (file, who, fragment, selector to wait for)
     ("instances", "customer", "#/instances", "#instances"),
+    ("volumes", "customer", "#/volumes", "#volumes"),
     ("instance", "customer", "#/instances/{seed}", "svg.timeline"),
     ("cluster", "customer", "#/clusters/{cluster}", "#nodes"),
     ("events", "customer", "#/events", "#events"),
@@ -52,6 +54,8 @@ PAGES = [  # (file, who, fragment, selector to wait for)
     ("billing", "customer", "#/billing", "#bill"),
     ("fleet", "operator", "#/fleet", "#pools"),
 ]
+NARROW = ("narrow-420", "customer", "#/instances", "#instances")  # a 420 px window
+NARROW_PX = 420
 
 
 def free_port() -> int:
@@ -117,7 +121,10 @@ def seed(running: Running, admin_key: str) -> dict[str, str]:
         ).raise_for_status()
         api.launch(gpu="h100-sxm", type="interruptible", command=["sleep", "600"], gpus=2)
         api.launch(gpu="h100-sxm", type="interruptible", command=["sleep", "600"], gpus=2)
-        api.launch(gpu="a100-sxm4", type="interruptible", command=["sleep", "600"])
+        api.launch(
+            gpu="a100-sxm4", type="interruptible", command=["sleep", "600"], volume="data:50GB"
+        )
+        api.launch(gpu="h100-sxm", type="interruptible", command=["true"], volume="scratch:20GB")
         ended = max(e["at"] for e in api.timeline(run["id"]))
         while (api.usage(run["id"])["metered_through"] or 0) < ended:
             time.sleep(1)  # the meter closes the run's last interval (at most a minute)
@@ -130,17 +137,24 @@ def _post(url: str, key: str, path: str, body: dict[str, Any]) -> dict[str, Any]
     return dict(answer.json())
 
 
-def photograph(url: str, keys: dict[str, str], ids: dict[str, str], out: Path) -> None:
+def photograph(
+    url: str, keys: dict[str, str], ids: dict[str, str], out: Path, only: set[str] | None = None
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    shots = [(1280, [p for p in PAGES if only is None or p[0] in only])]
+    if only is None or NARROW[0] in only:
+        shots.append((NARROW_PX, [NARROW]))
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        for who in ("customer", "operator"):
-            page = browser.new_page(viewport={"width": 1280, "height": 860}, device_scale_factor=1)
+        for (width, pages), who in ((s, w) for s in shots for w in ("customer", "operator")):
+            if not any(owner == who for _, owner, _, _ in pages):
+                continue
+            page = browser.new_page(viewport={"width": width, "height": 860}, device_scale_factor=1)
             page.goto(f"{url}/console/")
             page.fill("input[name=key]", keys[who])
             page.click("button[type=submit]")
             page.wait_for_selector("nav a.active")
-            for name, owner, fragment, selector in PAGES:
+            for name, owner, fragment, selector in pages:
                 if owner != who:
                     continue
                 page.goto(f"{url}/console/{fragment.format(**ids)}")
@@ -155,7 +169,9 @@ def photograph(url: str, keys: dict[str, str], ids: dict[str, str], out: Path) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("docs/console"))
+    parser.add_argument("--only", help="comma-separated shots to take (default: every one)")
     args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else None
     tmp = Path(tempfile.mkdtemp(prefix="lowcostgpu-shots-"))
     (tmp / "fleet.toml").write_text(FLEET)
     admin_key = "lcg_admin_" + secrets.token_urlsafe(24)
@@ -169,7 +185,8 @@ def main() -> None:
     running = start(options)
     try:
         ids = seed(running, admin_key)
-        photograph(running.url, {"customer": ids["key"], "operator": admin_key}, ids, args.out)
+        keys = {"customer": ids["key"], "operator": admin_key}
+        photograph(running.url, keys, ids, args.out, only)
     finally:
         runtime = running.wired.plane.runtime
         for report in runtime.observe():

@@ -26,6 +26,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/accounts/{account_id}/topup"): {"amount": "5.00"},
     ("POST", "/v1/metadata/checkpoint"): {"step": 987654},
     ("POST", "/v1/metadata/complete"): {"step": 987654},
+    ("PATCH", "/v1/volumes/{volume_name}"): {"size_gb": 2},
 }
 # Query parameters that name objects, and the searches that aim them at the victim's.
 ID_QUERIES = {("GET", "/v1/events", "object")}

@@ -1,10 +1,11 @@
 """Two tenants on one real server, for the isolation suite (`test_isolation.py`).
 
 The victim and the intruder each own every kind of object the API addresses by id — a running
-instance with a volume, a cluster with a standard node, a webhook endpoint (to a real receiver)
-with deliveries — so each route can be called with the victim's real ids, with ids that never
-existed, and with the intruder's own (the control: the same call on one's own objects gets
-through, so a refusal on the victim's is the ownership check, not a bad request).
+instance with a volume (addressed by its name), a cluster with a standard node, a webhook
+endpoint (to a real receiver) with deliveries — so each route can be called with the victim's
+real ids, with ids that never existed, and with the intruder's own (the control: the same call
+on one's own objects gets through, so a refusal on the victim's is the ownership check, not a
+bad request).
 
 `Snapshot` is what the victim and the admin can see of the victim's world, with what the loop
 changes by itself left out (metered usage and its charges), so "nothing changed" is one `==`.
@@ -161,10 +162,14 @@ def _furnish(world: World, t: Tenant) -> None:
     t.receiver.secret = hook.json()["secret"]
     t.webhook_url = t.receiver.url
     t.ids["webhook_id"] = hook.json()["id"]
-    body = {"gpu": GPU, "type": "on-demand", "command": TELLS_ITS_TOKEN, "volume": "ckpts:1GB"}
+    # A volume name of its own (names are per account: both owning `ckpts` would make the
+    # intruder's own the answer to the victim's); `test_isolation` also tries a shared name.
+    volume = f"vol-{t.name}"
+    body = {"gpu": GPU, "type": "on-demand", "command": TELLS_ITS_TOKEN, "volume": f"{volume}:1GB"}
     inst = world.call("POST", "/v1/instances", t.auth, body)
     assert inst.status_code == 201, inst.text
     t.ids["instance_id"] = inst.json()["id"]
+    t.ids["volume_name"] = volume
     cluster = world.call(
         "POST", "/v1/clusters", t.auth, {"gpu": GPU, "gpus_per_node": 1, "standard_nodes": 1}
     )
@@ -215,6 +220,7 @@ def snapshot(world: World, t: Tenant) -> dict[str, Any]:
         "instance": get(f"/v1/instances/{t.ids['instance_id']}", t),
         "timeline": get(f"/v1/instances/{t.ids['instance_id']}/events", t),
         "clusters": get("/v1/clusters", t),
+        "volumes": get("/v1/volumes", t),
         "webhooks": get("/v1/webhooks", t),
         "deliveries": get(f"/v1/webhooks/{hook}/deliveries", t),
         "received": [r.webhook_id for r in t.receiver.got],

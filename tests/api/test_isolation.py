@@ -354,6 +354,30 @@ def test_a_long_poll_never_wakes_with_another_accounts_event(world: World) -> No
     assert answers["intruder on the victim's id"].json() == []
 
 
+def test_a_volume_named_like_another_accounts_is_ones_own_never_theirs(world: World) -> None:
+    """The victim's volume name is no volume of the intruder's (404, and a launch cannot attach
+    it); once the intruder makes its own of that name, a delete names only its own users."""
+    before = settled(world, world.victim)  # after the checkpoint the long-poll test reported
+    usage = usage_records(world, world.victim)
+    v, i = world.victim, world.intruder
+    name = v.ids["volume_name"]
+    for method, body in (("GET", None), ("PATCH", {"size_gb": 2}), ("DELETE", None)):
+        answer = world.call(method, f"/v1/volumes/{name}", i.auth, body)
+        assert (answer.status_code, answer.json()["message"]) == (404, f"no volume {name}")
+    attach = {"gpu": GPU, "command": ["true"], "volume": name}
+    answer = world.call("POST", "/v1/instances", i.auth, attach)
+    assert answer.status_code == 422 and "there is no volume" in answer.json()["message"]
+    made = world.call("POST", "/v1/instances", i.auth, {**attach, "volume": f"{name}:1GB"})
+    assert made.status_code == 201, made.text
+    ran = f"/v1/instances/{made.json()['id']}"
+    until("its run to end", lambda: world.get(ran, i)["status"] == "succeeded")  # GPUs free
+    refused = world.call("DELETE", f"/v1/volumes/{name}", i.auth)  # it still names it
+    assert refused.status_code == 409
+    assert refused.json()["details"] == {"instances": [made.json()["id"]]}
+    assert v.ids["instance_id"] not in refused.text
+    _assert_unchanged(world, before, usage)
+
+
 def _readable(world: World, routes: list[Route], t: Tenant, ids: dict[str, str]) -> dict[str, str]:
     """Everything `t` can read about its world: every GET route of an account on its own
     objects (`ids`), every event, the webhook deliveries its endpoint received, its runs' logs."""

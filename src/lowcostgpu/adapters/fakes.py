@@ -191,6 +191,12 @@ class FakeVolumes:
         self._volumes.pop((account_id, name), None)
         self._usage.pop((account_id, name), None)
 
+    def resize(self, account_id: str, name: str, size_gb: int) -> None:
+        check_volume_request(account_id, name, size_gb)
+        found = self._volumes.get((account_id, name))
+        if found is not None and size_gb > found.size_gb:
+            self._volumes[(account_id, name)] = replace(found, size_gb=size_gb)
+
     def set_usage(self, account_id: str, name: str, used_bytes: int) -> None:
         if (account_id, name) not in self._volumes:
             raise NotFound(f"volume {name} of account {account_id} does not exist")

@@ -4,8 +4,9 @@ Every error is JSON with a machine `code` and a human `message` (and a `hint` wh
 something to do); invalid input is a 4xx, never a 500. Every /v1 endpoint but the metadata ones
 takes an API key (`Authorization: Bearer KEY`); see `api.context` and docs/api.md.
 
-Routers: `routes_instances`, `routes_billing`, `routes_metadata`, plus any given to `create_app`
-(`routers=`) and `lowcostgpu.api.clusters.router` when that module exists (`mounted_routers`).
+Routers: `routes_instances`, `routes_billing`, `routes_metadata`, `routes_volumes`, plus any
+given to `create_app` (`routers=`) and `lowcostgpu.api.clusters.router` when that module exists
+(`mounted_routers`).
 A router takes what it needs from `api.context` (`Ctx`, `AccountId`, `Admin`, `owned_instance`).
 """
 
@@ -23,7 +24,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lowcostgpu.api import routes_billing, routes_instances, routes_metadata
+from lowcostgpu.api import routes_billing, routes_instances, routes_metadata, routes_volumes
 from lowcostgpu.api.body_limit import BodyLimit
 from lowcostgpu.api.context import ApiContext
 from lowcostgpu.api.metrics import Metrics
@@ -116,6 +117,7 @@ def create_app(
         routes_instances.router,
         routes_billing.router,
         routes_metadata.router,
+        routes_volumes.router,
         *routers,
         *mounted_routers(),
     ):

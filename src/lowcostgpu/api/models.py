@@ -117,6 +117,9 @@ class InstanceOut(BaseModel):
     failure_reason: str | None
     volume: str | None
     created_at: int
+    # The launch answer only: the checkpoint step the volume it attached already held (a run
+    # that resumes from its volume starts from there). None otherwise.
+    volume_checkpoint_step: int | None = None
 
     @classmethod
     def of(

@@ -65,7 +65,10 @@ def _launched(ctx: ApiContext, account_id: str, body: InstanceIn) -> Response:
         auto_requeue=body.auto_requeue,
         grace_period_s=body.grace_period_s,
     )
-    out = _out(ctx, ctx.plane.launch(request))
+    stored = ctx.plane.launch(request)
+    out = _out(ctx, stored)
+    held = ctx.plane.volume_service.held_step(account_id, stored.launch.volume_name)
+    out.volume_checkpoint_step = held  # the volume's checkpoints: what the run resumes from
     body_json = out.model_dump_json(by_alias=True)
     return Response(body_json, status_code=201, media_type="application/json")
 

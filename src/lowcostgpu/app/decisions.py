@@ -18,7 +18,6 @@ from lowcostgpu.core.effects import Effect, EmitEvent
 from lowcostgpu.core.engine import EngineStep
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.domain.capacity import Timestamp
-from lowcostgpu.domain.events import Reason, event_type_of
 from lowcostgpu.ports.store import (
     Commit,
     EventRecord,
@@ -66,6 +65,7 @@ def commit_of(
         if not isinstance(e, EmitEvent)
     ]
     extra = decision.extra
+    outbox += extra.outbox  # a volume's delete or resize (`app.volumes`)
     return Commit(
         instances=writes,
         outbox=outbox,
@@ -112,21 +112,6 @@ def written_instance(
 def stamped(record: LaunchRecord, now: Timestamp) -> LaunchRecord:
     """The launch record with the decision's time as its creation time."""
     return LaunchRecord(**{**asdict(record), "created_at": now})
-
-
-def volume_created(account_id: str, name: str, size_gb: int, now: Timestamp) -> EventRecord:
-    """`VolumeCreated`, written with the launch that made the volume."""
-    return EventRecord(
-        key=f"event:volume:{account_id}/{name}:{Reason.VOLUME_CREATED}:{now}",
-        at=now,
-        account_id=account_id,
-        object_kind="volume",
-        object_id=name,
-        type=event_type_of(Reason.VOLUME_CREATED),
-        reason=Reason.VOLUME_CREATED,
-        message=f"volume {name} created ({size_gb} GB); storage is billed while it exists",
-        data={"size_gb": size_gb},
-    )
 
 
 def _payload(effect: Effect) -> dict[str, Any]:

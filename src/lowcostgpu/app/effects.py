@@ -1,4 +1,5 @@
-"""Carrying out effects from the outbox: start, signal, kill. Each is idempotent by its key.
+"""Carrying out effects from the outbox: start, signal, kill; a volume's delete and resize. Each
+is idempotent by its key (and the runtime's volumes make a second delete or resize a no-op).
 
 Whatever one entry raises is that entry's failure (`Outcome.failed`): the others are carried out
 all the same, and the plane writes the failure on the entry and retries it (`core.retries`).
@@ -183,12 +184,24 @@ class EffectRunner:
                 self.runtime.signal(str(p["allocation_id"]), "SIGTERM")
             case "KillWorkload":
                 self.runtime.kill(str(p["allocation_id"]))
+            case "DeleteVolume":
+                if self._still_deleted(entry):
+                    self.volumes.delete(str(p["account_id"]), str(p["name"]))
+            case "ResizeVolume":
+                self.volumes.resize(str(p["account_id"]), str(p["name"]), int(p["size_gb"]))
             case kind if kind in NODE_EFFECT_KINDS:
                 self.nodes.carry_out(entry, self.runtime)
             case kind if kind in NOTHING_TO_DO:
                 pass
             case kind:
                 log.error("unknown effect kind %s in the outbox (key %s): skipped", kind, entry.key)
+
+    def _still_deleted(self, entry: OutboxEntry) -> bool:
+        """Whether a volume's delete still applies: a delete retried after a launch made a new
+        volume of that name must not remove the new one's data under its run."""
+        p = entry.payload
+        found = [v for v in self.store.volumes(str(p["account_id"])) if v.name == p["name"]]
+        return not found or found[0].deleted_at == p.get("deleted_at", found[0].deleted_at)
 
     def _start_of(self, entry: OutboxEntry) -> WorkloadStart:
         p = entry.payload

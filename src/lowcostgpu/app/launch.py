@@ -27,7 +27,7 @@ class LaunchRequest:
     template: str | None = None
     command: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
-    volume: str | None = None  # NAME:SIZE, e.g. ckpts:50GB
+    volume: str | None = None  # NAME:SIZE, e.g. ckpts:50GB; NAME: the existing volume
     auto_requeue: bool = True
     grace_period_s: int = 300
 
@@ -52,7 +52,7 @@ def build_launch(
             hint="remove them from env; names starting with LOWCOSTGPU_ are reserved",
         )
     volume = parse_volume_spec(request.volume) if request.volume else None
-    if volume is not None and volumes is not None:
+    if volume is not None and volume.size_gb is not None and volumes is not None:
         volumes.check_fits(request.account_id, volume.name, volume.size_gb)
     spec = LaunchSpec(
         instance_id=instance_id,

@@ -156,16 +156,7 @@ class Meter:
             if subject_id not in state.instances:  # a live one's runs are its own spans
                 spans += handed
         spans += [s for n in state.nodes.values() if (s := node_gpu_span(n)) is not None]
-        spans += [
-            volume_span(
-                volume_key(v.account_id, v.name),
-                v.account_id,
-                v.size_gb,
-                v.created_at,
-                v.deleted_at,
-            )
-            for v in self.volumes.values()
-        ]
+        spans += [s for v in self.volumes.values() for s in volume_spans(v)]
         return spans
 
     def _unbilled(self, spans: list[UsageSpan]) -> list[UsageSpan]:
@@ -199,6 +190,15 @@ class Meter:
             return True
         since = self.through.get(spans[0].meter_key)
         return not any(s.end is None or _owes(s, since) for s in spans)
+
+
+def volume_spans(v: VolumeRecord) -> list[UsageSpan]:
+    """A volume's storage at the size of each moment: its earlier sizes (`history`: before a
+    resize, or a deleted volume of the same name) and its size since, until its deletion."""
+    key = volume_key(v.account_id, v.name)
+    spans = [volume_span(key, v.account_id, size, a, b) for a, b, size in v.history if b > a]
+    end = v.deleted_at if v.deleted_at is None else max(v.deleted_at, v.size_since)
+    return [*spans, volume_span(key, v.account_id, v.size_gb, v.size_since, end)]
 
 
 def _owes(span: UsageSpan, since: Timestamp | None) -> bool:

@@ -28,7 +28,6 @@ from lowcostgpu.app.decisions import (
     Decision,
     is_empty,
     stamped,
-    volume_created,
     written_instance,
 )
 from lowcostgpu.app.effects import Outcome, Settled, give_up_reason, settled, start_applies
@@ -42,6 +41,7 @@ from lowcostgpu.app.runtime_reports import (
     merged,
     node_exits,
 )
+from lowcostgpu.app.volumes import VolumeService, checkpoint_held, launched_on, reports_a_step
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.drain import interruption_notice
@@ -150,7 +150,16 @@ class ControlPlane:
             decide=self._decide,
         )
 
+        self.volume_service = VolumeService(
+            store=store, decide=self._decide_and_write, known=self._known_volumes
+        )
+
     # The live state ------------------------------------------------------------------------------
+
+    def _known_volumes(self) -> Mapping[tuple[str, str], VolumeRecord]:
+        """The volumes the meter keeps (deleted ones too): read inside a decision only."""
+        assert self._meter is not None  # a decision has loaded the live state
+        return self._meter.volumes
 
     def _loaded(self) -> tuple[LiveState, Meter]:
         """The live state, loaded from the store if it is not in memory. On-demand holds are
@@ -215,17 +224,9 @@ class ControlPlane:
         spec, record = build_launch(request, instance_id, self.catalog, self.pools, self.volumes)
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
+            attached, extra = launched_on(self._known_volumes(), record, now)  # refused first
             step = engine.launch(state, spec, now, self.config.scheduler)
-            volumes, events = [], []
-            meter = self._meter
-            assert meter is not None
-            volume = (record.account_id, record.volume_name or "")
-            if record.volume_name and volume not in meter.volumes:
-                size_gb = record.volume_size_gb or 0
-                volumes.append(VolumeRecord(record.account_id, record.volume_name, size_gb, now))
-                events.append(volume_created(record.account_id, record.volume_name, size_gb, now))
-            extra = Commit(volumes=volumes, events=events)
-            return Decision(step, {instance_id: stamped(record, now)}, extra)
+            return Decision(step, {instance_id: stamped(attached, now)}, extra)
 
         try:
             commit = self._decide_and_write(decide, batched=True)
@@ -273,7 +274,9 @@ class ControlPlane:
         instance_id = stored.state.id
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
-            return Decision(engine.report(state, instance_id, event, now, self.config.scheduler))
+            step = engine.report(state, instance_id, event, now, self.config.scheduler)
+            inst = step.state.instances.get(instance_id) if reports_a_step(event) else None
+            return Decision(step, extra=checkpoint_held(self._known_volumes(), stored.launch, inst))
 
         commit = self._decide_and_write(decide, adopt=instance_id)
         return written_instance(commit, instance_id, stored)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from lowcostgpu.cli import format as fmt
+from lowcostgpu.cli import volumes
 from lowcostgpu.cli.context import (
     JsonCommand,
     JsonFields,
@@ -84,7 +85,9 @@ def launch(
         str, typer.Option("--type", help="interruptible or on-demand")
     ] = "interruptible",
     template: Annotated[str | None, typer.Option(help="see `lowcostgpu templates`")] = None,
-    volume: Annotated[str | None, typer.Option(help="NAME:SIZE, e.g. ckpts:50GB")] = None,
+    volume: Annotated[
+        str | None, typer.Option(help="NAME:SIZE makes one (ckpts:50GB); NAME attaches yours")
+    ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE (repeatable)")] = None,
     region: Annotated[str | None, typer.Option(help="default: the first with that GPU")] = None,
     gpus: Annotated[int, typer.Option(help="GPUs for this instance")] = 1,
@@ -109,6 +112,7 @@ def launch(
             auto_requeue=auto_requeue,
             grace_period_s=grace_period_s,
         )
+        volumes.say_held_checkpoint(inst, to_stderr=bool(as_json))
         if as_json and not wait:
             print_json(inst, as_json)
             return

@@ -254,9 +254,9 @@ def sim(
 
 def _register() -> None:
     """The commands that talk to a server, one module per area."""
-    from lowcostgpu.cli import admin, billing, clusters, events, instances, webhooks
+    from lowcostgpu.cli import admin, billing, clusters, events, instances, volumes, webhooks
 
-    for module in (instances, events, webhooks, billing, clusters, admin):
+    for module in (instances, events, webhooks, billing, clusters, admin, volumes):
         module.register(app)
 
 

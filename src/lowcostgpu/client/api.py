@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypedDict, TypeVar, cast
+from typing import Any, NotRequired, TypedDict, TypeVar, cast
+from urllib.parse import quote
 
 import httpx
 
@@ -77,6 +78,7 @@ class Instance(TypedDict):
     failure_reason: str | None
     volume: str | None
     created_at: int
+    volume_checkpoint_step: NotRequired[int | None]  # the launch answer: what the volume held
 
 
 class Event(TypedDict):
@@ -460,3 +462,32 @@ class ClusterApi:
     def convert_node(self, cluster_id: str, node_id: str, compute_class: str) -> Json:
         path = f"/v1/clusters/{cluster_id}/nodes/{node_id}/convert"
         return cast(Json, self._client._call("POST", path, json={"compute_class": compute_class}))
+
+
+class Volume(TypedDict):
+    name: str
+    size_gb: int
+    created_at: int
+    resized_at: int | None
+    in_use_by: list[str]
+    checkpoint_step: int | None
+
+
+class VolumeApi:
+    """The volume endpoints, on the same connection and error translation as `Client`."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(self) -> list[Volume]:
+        return cast(list[Volume], self._client._call("GET", "/v1/volumes"))
+
+    def get(self, name: str) -> Volume:
+        return cast(Volume, self._client._call("GET", f"/v1/volumes/{quote(name, safe='')}"))
+
+    def resize(self, name: str, size_gb: int) -> Volume:
+        path = f"/v1/volumes/{quote(name, safe='')}"
+        return cast(Volume, self._client._call("PATCH", path, json={"size_gb": size_gb}))
+
+    def delete(self, name: str) -> Volume:
+        return cast(Volume, self._client._call("DELETE", f"/v1/volumes/{quote(name, safe='')}"))

@@ -33,6 +33,8 @@ class Reason(StrEnum):
     TARGET_UNMET = "TargetUnmet"
     BALANCE_LOW = "BalanceLow"
     VOLUME_CREATED = "VolumeCreated"
+    VOLUME_RESIZED = "VolumeResized"
+    VOLUME_DELETED = "VolumeDeleted"
     WEBHOOK_DISABLED = "WebhookDisabled"
     WEBHOOK_ENABLED = "WebhookEnabled"
 

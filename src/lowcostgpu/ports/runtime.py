@@ -110,4 +110,13 @@ class Volumes(Protocol):
 
     def usage_bytes(self, account_id: str, name: str) -> int: ...
 
-    def delete(self, account_id: str, name: str) -> None: ...
+    def delete(self, account_id: str, name: str) -> None:
+        """Remove the volume and its data; nothing happens if it does not exist (idempotent:
+        the outbox may carry the effect out twice)."""
+        ...
+
+    def resize(self, account_id: str, name: str, size_gb: int) -> None:
+        """Grow the volume's limit to `size_gb`; nothing happens if it is that large already or
+        does not exist (a volume not made yet is made at its recorded size by `ensure`). Never
+        shrinks: the control plane refuses a shrink before anything is written."""
+        ...

@@ -84,13 +84,29 @@ class OutboxFailure:
     error: str
 
 
+VolumeSegment = tuple[Timestamp, Timestamp, int]
+"""(start, end, size_gb): a closed stretch of a volume's life at one size (what it was billed)."""
+
+
 @dataclass(frozen=True, slots=True)
 class VolumeRecord:
+    """A volume of an account, by name. `size_gb` is its size since `size_since` (a resize, or
+    its creation); `history` keeps the earlier sizes it was billed at (and the life of a volume
+    of the same name deleted before this one was made), so that storage is billed at the size
+    of each moment. `checkpoint_step`: the last step a workload on it reported (None: none)."""
+
     account_id: str
     name: str
     size_gb: int
     created_at: Timestamp
     deleted_at: Timestamp | None = None
+    history: tuple[VolumeSegment, ...] = ()
+    checkpoint_step: int | None = None
+
+    @property
+    def size_since(self) -> Timestamp:
+        """When the current size began: the last resize, or the creation."""
+        return max(self.created_at, self.history[-1][1]) if self.history else self.created_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,11 +243,9 @@ class Store(Protocol):
 
         What resolves a short id (`i-c24`) as docker does: asked with a limit of 2 or more, one
         answer is the instance, more are an ambiguity. Another account's instances never match.
-        The SQL store reads an index, never the table: the primary key's range
-        [prefix, prefix + "zz") (the instances of every account with that prefix) or the
-        account's (account_id, created_at, id) index (the account's own instances), whichever
-        the planner deems smaller — SQLite, without statistics, takes the account's. `prefix` is
-        lower-case letters, digits and dashes (an id's alphabet)."""
+        The SQL store walks the range [prefix, prefix + "zz") of the (account_id, id) index:
+        O(the account's matching ids + limit). `prefix` is lower-case letters, digits and dashes
+        (an id's alphabet)."""
         ...
 
     def pending_outbox(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 
+import kubernetes.client
 import pytest
 from k8s_world import K8sWorld
 
@@ -13,6 +14,7 @@ from lowcostgpu.adapters.kubernetes.objects import (
     EXIT_FINALIZER,
     GPU_RESOURCE,
     VOLUME_MOUNT_PATH,
+    claim_name,
     pod_name,
 )
 from lowcostgpu.domain.errors import NotFound
@@ -77,3 +79,38 @@ def test_a_claim_is_made_once_and_outlives_its_pods(
     volumes.delete("acct-1", "ckpts")  # twice is fine
     with pytest.raises(NotFound, match="ckpts"):
         volumes.usage_bytes("acct-1", "ckpts")
+
+
+def test_a_resize_asks_the_claim_for_more_storage_and_never_less(
+    kube: Kube, namespace: str
+) -> None:
+    expandable = f"expandable-{namespace}"
+    body = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": expandable},
+        "provisioner": "example.com/none",
+        "allowVolumeExpansion": True,
+    }
+    kubernetes.client.StorageV1Api(kube.core.api_client).create_storage_class(body)
+    volumes = KubernetesVolumes(kube, namespace=namespace, storage_class=expandable)
+    volumes.ensure("acct-1", "ckpts", 1)
+    volumes.resize("acct-1", "ckpts", 5)
+    volumes.resize("acct-1", "ckpts", 5)  # carried out twice by the outbox: no change
+    volumes.resize("acct-1", "ckpts", 2)  # smaller: the plane refuses it; here nothing happens
+    # No provisioner here binds it: Kubernetes expands bound claims only, so the size is kept
+    # on the claim (expanded once bound, by the next start's `ensure`), and `ensure` says it.
+    claim = kube.core.read_namespaced_persistent_volume_claim(
+        claim_name("acct-1", "ckpts"), namespace
+    )
+    assert claim.metadata.annotations["lowcostgpu.io/size-gb"] == "5"
+    assert volumes.ensure("acct-1", "ckpts", 1).size_gb == 5
+    volumes.resize("acct-1", "nothing-yet", 3)  # no claim: made at its size by `ensure`
+    # Once bound (a provisioner would say so), the next start's `ensure` asks for the size.
+    bound = {"status": {"phase": "Bound"}}
+    kube.core.patch_namespaced_persistent_volume_claim_status(claim.metadata.name, namespace, bound)
+    volumes.ensure("acct-1", "ckpts", 1)
+    claim = kube.core.read_namespaced_persistent_volume_claim(claim.metadata.name, namespace)
+    assert claim.spec.resources.requests["storage"] == "5Gi"
+    volumes.delete("acct-1", "ckpts")
+    kubernetes.client.StorageV1Api(kube.core.api_client).delete_storage_class(expandable)

@@ -319,3 +319,13 @@ def test_a_second_store_on_the_same_database_sees_the_writes_and_versions(backen
     assert first.try_lead("a") and not second.try_lead("b")
     first.release_lead("a")
     assert second.try_lead("b")
+
+
+def test_a_volume_keeps_its_earlier_sizes_and_last_checkpoint_step(store: Store) -> None:
+    grown = VolumeRecord(
+        "acct-1", "ckpts", 20, 100, history=((100, 160, 10), (160, 160, 15)), checkpoint_step=300
+    )
+    store.commit(Commit(volumes=[VolumeRecord("acct-1", "ckpts", 10, 100)]))
+    store.commit(Commit(volumes=[grown]))
+    assert store.volumes("acct-1") == [grown]
+    assert grown.size_since == 160

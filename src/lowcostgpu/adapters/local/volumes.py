@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 from lowcostgpu.adapters.local.shim import read_json, write_json_atomic
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
@@ -153,6 +154,8 @@ class LocalVolumes:
                 self._make_image(self._image(account_id, name), size_gb)
             write_json_atomic(meta_path, meta)  # last: a half-made volume is made again
         path.mkdir(parents=True, exist_ok=True)
+        if meta.get("enforced"):
+            self._grow(account_id, name, meta)  # a grow that waited for its workload to end
         if meta.get("enforced") and not _is_mounted(path):
             image = str(self._image(account_id, name))
             _run(["mount", "-o", "loop,noinit_itable", image, str(path)])
@@ -179,6 +182,48 @@ class LocalVolumes:
         self._meta(account_id, name).unlink(missing_ok=True)
         self._image(account_id, name).unlink(missing_ok=True)
         shutil.rmtree(path, ignore_errors=True)
+
+    def resize(self, account_id: str, name: str, size_gb: int) -> None:
+        """Grow the limit to `size_gb` (the meta's size, then an image's file system: see
+        `_grow`). Idempotent and never shrinking; a volume not made yet is left to `ensure`."""
+        check_volume_request(account_id, name, size_gb)
+        meta_path = self._meta(account_id, name)
+        meta = read_json(meta_path)
+        if meta is None or int(meta["size_gb"]) >= size_gb:
+            return
+        meta = {**meta, "size_gb": size_gb, "fs_gb": int(meta.get("fs_gb", meta["size_gb"]))}
+        write_json_atomic(meta_path, meta)
+        if meta.get("enforced"):
+            self._grow(account_id, name, meta)
+
+    def _grow(self, account_id: str, name: str, meta: dict[str, Any]) -> None:
+        """Grow an image's ext4 to the meta's size, if it is smaller (`fs_gb`). Online when it
+        is mounted and the kernel lets this process (the loop device is told its capacity, then
+        `resize2fs`). Else offline, but only once no loop device holds the image any more (a
+        workload's mount namespace keeps its loop device after the mount here is gone, and an
+        ext4 grown under a mount is corrupt); while one does, it is left for the next `ensure`,
+        when the next run starts."""
+        size_gb, fs_gb = int(meta["size_gb"]), int(meta.get("fs_gb", meta["size_gb"]))
+        if fs_gb >= size_gb:
+            return
+        image, path = self._image(account_id, name), self._path(account_id, name)
+        with open(image, "r+b") as f:
+            f.truncate(max(size_gb * self._bytes_per_gb, os.fstat(f.fileno()).st_size))
+        mounted = _is_mounted(path)
+        if not (mounted and _grow_online(path)):
+            if mounted and not _unmounted(path):
+                return _deferred(name, size_gb)
+            holders = _loop_devices_of(image)
+            if holders:  # still attached in a workload's namespace: mount that device again
+                if mounted:
+                    _run(["mount", holders[0], str(path)])
+                return _deferred(name, size_gb)
+            subprocess.run(["e2fsck", "-f", "-p", str(image)], capture_output=True, text=True)
+            _run(["resize2fs", str(image)])
+            if mounted:
+                _run(["mount", "-o", "loop,noinit_itable", str(image), str(path)])
+        write_json_atomic(self._meta(account_id, name), {**meta, "fs_gb": size_gb})
+        return None
 
     def _path(self, account_id: str, name: str) -> Path:
         return self._root / account_id / name
@@ -213,6 +258,48 @@ def _run(argv: list[str]) -> None:
 
 def _is_mounted(path: Path) -> bool:
     return os.path.ismount(path)
+
+
+def _grow_online(path: Path) -> bool:
+    """Grow a mounted image's ext4 in place; False if the kernel refuses (no CAP_SYS_RESOURCE
+    in a container, say)."""
+    device = _loop_device_of(path)
+    if device is None:
+        return False
+    for argv in (["losetup", "-c", device], ["resize2fs", device]):
+        if subprocess.run(argv, capture_output=True, text=True).returncode != 0:
+            return False
+    return True
+
+
+def _deferred(name: str, size_gb: int) -> None:
+    log.info("volume %s grows to %d GB when its workload is gone", name, size_gb)
+
+
+def _loop_devices_of(image: Path) -> list[str]:
+    """The loop devices attached to `image` (`losetup -j`)."""
+    found = subprocess.run(["losetup", "-j", str(image)], capture_output=True, text=True)
+    return [line.split(":", 1)[0] for line in found.stdout.splitlines() if line.strip()]
+
+
+def _unmounted(path: Path) -> bool:
+    """Unmount an idle volume; False while a workload holds it (busy)."""
+    return subprocess.run(["umount", str(path)], capture_output=True, text=True).returncode == 0
+
+
+def _loop_device_of(path: Path) -> str | None:
+    """The loop device mounted on `path` (from /proc/self/mounts), if any."""
+    target = str(path)
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                fields = line.split()
+                mount_point = fields[1].replace("\\040", " ") if len(fields) > 1 else ""
+                if mount_point == target and fields[0].startswith("/dev/loop"):
+                    return fields[0]
+    except OSError:
+        return None
+    return None
 
 
 def _disk_usage_bytes(path: Path) -> int:

@@ -106,10 +106,10 @@ def with_prefix(
 ) -> list[StoredInstance]:
     """An account's instances whose id starts with `prefix`, by id, at most `limit`.
 
-    The range [prefix, prefix + "zz") is one walk of the primary key in any collation an id's
-    alphabet (lower-case hex, letters, digits, dashes) sorts alike in; the `substr` test beside
-    it keeps the answer exact whatever the collation puts in that range. The planner may walk
-    the account's index instead (`Store.instances_with_prefix` says the cost)."""
+    The range [prefix, prefix + "zz") of `ix_instances_account_id` is one walk of the account's
+    matching ids in any collation an id's alphabet (lower-case hex, letters, digits, dashes)
+    sorts alike in; the `substr` test beside it keeps the answer exact whatever the collation
+    puts in that range."""
     c = t.instances.c
     q = sa.select(t.instances).where(
         c.id >= prefix,

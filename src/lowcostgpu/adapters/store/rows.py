@@ -6,6 +6,7 @@ in-memory fake refuse the same malformed commits with the same errors.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
@@ -188,11 +189,18 @@ def volume_row(v: VolumeRecord) -> dict[str, Any]:
         "size_gb": v.size_gb,
         "created_at": v.created_at,
         "deleted_at": v.deleted_at,
+        "history": json.dumps([list(s) for s in v.history]),
+        "checkpoint_step": v.checkpoint_step,
     }
 
 
 def volume_record(row: Row) -> VolumeRecord:
-    return VolumeRecord(**{k: row[k] for k in _VOLUME_FIELDS})
+    history = tuple((int(a), int(b), int(c)) for a, b, c in json.loads(row["history"] or "[]"))
+    return VolumeRecord(
+        **{k: row[k] for k in _VOLUME_FIELDS},
+        history=history,
+        checkpoint_step=row["checkpoint_step"],
+    )
 
 
 _VOLUME_FIELDS = ("account_id", "name", "size_gb", "created_at", "deleted_at")

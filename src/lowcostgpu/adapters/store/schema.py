@@ -22,7 +22,8 @@ never reads the time.
   by (account, object, seq) for one object's (`Store.events(object_id=)`, migration 0007).
 - usage: one row per (subject, kind, interval); inserted once, never updated.
 - metered_through: per (subject, kind), up to when usage is in the table.
-- volumes: per (account, name).
+- volumes: per (account, name); earlier sizes (`history`, JSON) and the last checkpoint step
+  a workload on it reported (migration 0011).
 - accounts, api_keys (SHA-256 of the key, never the key), ledger (balance movements as exact
   decimal text, inserted once by key; a balance is the sum of its account's entries).
 - account_balances (migration 0006): that sum per account, as exact decimal text, updated in the
@@ -74,6 +75,7 @@ instances = sa.Table(
         postgresql_where=sa.text(ACTIVE_PREDICATE),
     ),
     sa.Index("ix_instances_account_created", "account_id", "created_at", "id"),
+    sa.Index("ix_instances_account_id", "account_id", "id"),  # short ids (migration 0012)
 )
 
 outbox = sa.Table(
@@ -148,6 +150,9 @@ volumes = sa.Table(
     sa.Column("size_gb", sa.Integer, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("deleted_at", sa.BigInteger, nullable=True),
+    # Earlier sizes as JSON [[start, end, size_gb], ...] and the last checkpoint step (0011).
+    sa.Column("history", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("checkpoint_step", sa.BigInteger, nullable=True),
 )
 
 accounts = sa.Table(

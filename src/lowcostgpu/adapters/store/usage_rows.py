@@ -22,6 +22,9 @@ Insert = Callable[[sa.Table], Any]  # an INSERT that knows ON CONFLICT, for the 
 Text = Callable[[sa.Column[Any]], sa.ColumnElement[Any]]  # text ordered by code point
 
 
+VOLUME_UPDATED = ("size_gb", "created_at", "deleted_at", "history", "checkpoint_step")
+
+
 def write(
     conn: sa.Connection,
     insert: Insert,
@@ -45,7 +48,7 @@ def write(
         stmt = insert(t.volumes)
         stmt = stmt.on_conflict_do_update(
             index_elements=["account_id", "name"],
-            set_={c: stmt.excluded[c] for c in ("size_gb", "created_at", "deleted_at")},
+            set_={c: stmt.excluded[c] for c in VOLUME_UPDATED},
         )
         conn.execute(stmt, [rows.volume_row(v) for v in last.values()])
 

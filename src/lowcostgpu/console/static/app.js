@@ -6,11 +6,13 @@ import { clear, h, problem } from "./dom.js";
 import { eventsPage } from "./events.js";
 import { accountsPage, fleetPage } from "./fleet.js";
 import { instancePage, instancesPage } from "./instances.js";
+import { volumesPage } from "./volumes.js";
 import { webhookPage, webhooksPage } from "./webhooks.js";
 
 const PAGES = {
   customer: [
     ["instances", "Instances", instancesPage, instancePage],
+    ["volumes", "Volumes", volumesPage],
     ["clusters", "Clusters", clustersPage, clusterPage],
     ["events", "Events", eventsPage],
     ["webhooks", "Webhooks", webhooksPage, webhookPage],

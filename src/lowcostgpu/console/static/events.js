@@ -5,7 +5,7 @@ import { badge, card, clear, h, link, table, when } from "./dom.js";
 
 const REASONS = ["Queued", "Scheduled", "Started", "Preempted", "Cordoned", "Killed", "Interrupted", "Requeued",
   "Restarted", "CheckpointReported", "Succeeded", "Failed", "Stopping", "Stopped", "Deleted", "NodeAdded",
-  "NodeRemoved", "TargetMet", "TargetUnmet", "BalanceLow", "VolumeCreated", "WebhookDisabled", "WebhookEnabled"];
+  "NodeRemoved", "TargetMet", "TargetUnmet", "BalanceLow", "VolumeCreated", "VolumeResized", "VolumeDeleted", "WebhookDisabled", "WebhookEnabled"];
 
 const RECENT = 200; // events read at a time: the newest first, older ones on request
 

@@ -53,9 +53,10 @@ async function instancePages(query, count, signal) {
 
 function volumes(instances, state) {
   const seen = new Map();
-  for (const i of instances) if (i.volume) seen.set(i.volume, [...(seen.get(i.volume) || []), i]);
+  const nameOf = (i) => i.volume.split(":")[0]; // one row per volume, whatever size a launch named
+  for (const i of instances) if (i.volume) seen.set(nameOf(i), [...(seen.get(nameOf(i)) || []), i]);
   return table([
-    ["Volume", ([v]) => v, "mono"],
+    ["Volume", ([v]) => link("#/volumes", v), "mono"],
     ["Used by", ([, list]) => list.map((i) => [link(`#/instances/${i.id}`, i.id), " "]), "mono"],
   ], [...seen.entries()], "No volumes: launch with --volume NAME:SIZE to keep checkpoints across restarts.", {}, { state });
 }
