@@ -248,6 +248,17 @@ class Store(Protocol):
         (an id's alphabet)."""
         ...
 
+    def instances_naming_volume(
+        self, account_id: str, name: str, *, limit: int | None = None
+    ) -> list[str]:
+        """The ids of at most `limit` (None: all) of an account's instances that are not deleted
+        and whose launch names volume `name`, by id: what keeps that volume in use.
+
+        Another account's instances never count, whatever their volume is called. The SQL store
+        walks a partial index on (account_id, volume_name, id) of the non-deleted instances that
+        name a volume: O(the ids returned), however long the account's history."""
+        ...
+
     def pending_outbox(
         self, limit: int = 1000, *, due_at: Timestamp | None = None
     ) -> list[OutboxEntry]:

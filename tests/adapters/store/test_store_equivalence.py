@@ -51,9 +51,9 @@ def instance_writes(draw: st.DrawFn) -> InstanceWrite:
         runs=(),
     )
     version = draw(st.none() | st.integers(1, 4))
-    return InstanceWrite(
-        s, version, launch(s.id, created_at=draw(times)) if version is None else None
-    )
+    volume = draw(st.none() | st.sampled_from(["a", "b"]))
+    new = launch(s.id, created_at=draw(times), volume_name=volume)
+    return InstanceWrite(s, version, new if version is None else None)
 
 
 outbox_entries = st.builds(
@@ -182,6 +182,8 @@ def observe_more(store: Store) -> dict[str, Any]:
         "volumes_acct_2": store.volumes("acct-2"),
         "ledger_acct_2": store.ledger("acct-2"),
         "balance_acct_1": store.balance("acct-1"),
+        "naming_a_acct_1": store.instances_naming_volume("acct-1", "a"),
+        "naming_b_acct_2_2": store.instances_naming_volume("acct-2", "b", limit=2),
     }
 
 

@@ -6,7 +6,8 @@ hits exactly one row), a new instance must not exist yet; otherwise `StaleWrite`
 
 The reads the served control plane makes as it grows are bounded by an index each:
 `live_instances` by the partial index on the live statuses (O(live rows)), `page` by
-(account_id, created_at, id) (O(limit) rows of one account).
+(account_id, created_at, id) (O(limit) rows of one account), `with_prefix` by (account_id, id),
+`naming_volume` by the partial (account_id, volume_name, id) of the ones naming a volume.
 """
 
 from __future__ import annotations
@@ -121,3 +122,23 @@ def with_prefix(
         q = q.where(c.status != rows.DELETED)
     q = q.order_by(c.id).limit(limit)
     return [rows.stored_instance(r) for r in conn.execute(q).mappings()]
+
+
+def naming_volume(conn: sa.Connection, account_id: str, name: str, limit: int | None) -> list[str]:
+    """The ids of an account's non-deleted instances that name volume `name`, by id, at most
+    `limit` (None: all).
+
+    One walk of `ix_instances_account_volume` at (account_id, name), which already holds the ids
+    in order: O(the ids returned), never the account's other rows. The index's predicate is said
+    as its own text so that SQLite's planner sees the index covers the query; the order is the
+    index's (plain `id`, as `with_prefix`: an id's alphabet sorts alike in every collation), so
+    the limit stops the walk."""
+    c = t.instances.c
+    q = (
+        sa.select(c.id)
+        .where(c.account_id == account_id, c.volume_name == name, sa.text(t.NAMING_A_VOLUME))
+        .order_by(c.id)
+    )
+    if limit is not None:
+        q = q.limit(limit)
+    return list(conn.execute(q).scalars())

@@ -205,6 +205,14 @@ class MemoryStore:
             )
         return [rows.stored_instance(r) for r in found[: max(limit, 0)]]
 
+    def instances_naming_volume(
+        self, account_id: str, name: str, *, limit: int | None = None
+    ) -> list[str]:
+        """O(all rows), as `instances_with_prefix`."""
+        with self._mutex:
+            found = memory_rows.naming_volume(self._instances.values(), account_id, name)
+        return found if limit is None else found[: max(limit, 0)]
+
     def pending_outbox(
         self, limit: int = 1000, *, due_at: Timestamp | None = None
     ) -> list[OutboxEntry]:

@@ -60,6 +60,18 @@ def page(
     return found[:limit]
 
 
+def naming_volume(instances: Iterable[Row], account_id: str, name: str) -> list[str]:
+    """The ids of an account's non-deleted rows naming volume `name`, by id (as
+    `ix_instances_account_volume` gives them). O(all rows)."""
+    return sorted(
+        r["id"]
+        for r in instances
+        if r["account_id"] == account_id
+        and r["volume_name"] == name
+        and r["status"] != rows.DELETED
+    )
+
+
 class Webhooks:
     """The webhook records (immutable values, kept as they are)."""
 

@@ -61,7 +61,8 @@ def check_commit(commit: Commit) -> None:
 
 
 def new_instance_row(w: InstanceWrite) -> dict[str, Any]:
-    """A new instance's row; `created_at` is its launch's, set once (updates never change it)."""
+    """A new instance's row; `created_at` and `volume_name` are its launch's, set once (updates
+    never change them: the launch record is never rewritten). "" names no volume: NULL."""
     assert w.launch is not None  # check_commit refused it otherwise
     launch = codec.dumps(w.launch)
     return {
@@ -69,6 +70,7 @@ def new_instance_row(w: InstanceWrite) -> dict[str, Any]:
         "version": 1,
         "launch": launch,
         "created_at": w.launch.created_at,
+        "volume_name": w.launch.volume_name or None,
     }
 
 

@@ -11,7 +11,10 @@ never reads the time.
   deleted (`ix_instances_live`: what `instances()` returns) and the live ones
   (`ix_instances_active`, 0008: what `live_instances()` returns); `ix_instances_account_created`
   (account_id, created_at, id; 0008) gives one account's instances in page order
-  (`instances_page()`).
+  (`instances_page()`), `ix_instances_account_id` (0012) an account's ids by prefix. The
+  launch's `volume_name` (0012; NULL: none) is copied out too, and the partial index
+  `ix_instances_account_volume` (account_id, volume_name, id) of the instances that are not
+  deleted and name a volume gives a volume's users (`instances_naming_volume()`).
 - outbox: effects to carry out; `position` is the insertion order, `done_at` NULL while pending.
   Each entry keeps its retry state (migration 0009): `attempts`, `next_attempt_at` (0: due at
   once) and `last_error`. A partial index of the pending ones on (next_attempt_at, position)
@@ -51,6 +54,11 @@ ACTIVE_PREDICATE = "status IN ({})".format(
     ", ".join(f"'{s.value}'" for s in sorted(LIVE_INSTANCE_STATUSES))
 )
 
+# The predicate of the partial index `ix_instances_account_volume`, and the very text
+# `Store.instances_naming_volume()` filters by (a bound parameter would not prove to SQLite's
+# planner that the index covers the query).
+NAMING_A_VOLUME = "status <> 'deleted' AND volume_name IS NOT NULL"
+
 instances = sa.Table(
     "instances",
     metadata,
@@ -62,6 +70,8 @@ instances = sa.Table(
     sa.Column("launch", sa.Text, nullable=False),
     # The launch record's created_at (migration 0008; its upgrade filled the older rows).
     sa.Column("created_at", sa.BigInteger, nullable=False, server_default="0"),
+    # The launch record's volume_name, NULL if it names none (migration 0012 filled older rows).
+    sa.Column("volume_name", sa.Text, nullable=True),
     sa.Index(
         "ix_instances_live",
         "id",
@@ -76,6 +86,14 @@ instances = sa.Table(
     ),
     sa.Index("ix_instances_account_created", "account_id", "created_at", "id"),
     sa.Index("ix_instances_account_id", "account_id", "id"),  # short ids (migration 0012)
+    sa.Index(  # a volume's users (migration 0012)
+        "ix_instances_account_volume",
+        "account_id",
+        "volume_name",
+        "id",
+        sqlite_where=sa.text(NAMING_A_VOLUME),
+        postgresql_where=sa.text(NAMING_A_VOLUME),
+    ),
 )
 
 outbox = sa.Table(

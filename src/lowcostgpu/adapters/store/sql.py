@@ -247,6 +247,14 @@ class SqlStore:
         with translated(self.url), self._engine.connect() as conn:
             return instance_rows.with_prefix(conn, account_id, prefix, limit, include_deleted)
 
+    def instances_naming_volume(
+        self, account_id: str, name: str, *, limit: int | None = None
+    ) -> list[str]:
+        if limit is not None and limit <= 0:
+            return []
+        with translated(self.url), self._engine.connect() as conn:
+            return instance_rows.naming_volume(conn, account_id, name, limit)
+
     def clusters(
         self, *, account_id: str | None = None, include_deleted: bool = False
     ) -> list[StoredCluster]:
