@@ -67,7 +67,7 @@ def test_volumes_over_http_list_get_grow_delete_and_the_refusals(api: Api) -> No
         volumes.resize("ckpts", 2)
     with pytest.raises(Conflict, match=f"in use by {first['id']}") as refused:
         volumes.delete("ckpts")
-    assert refused.value.details == {"instances": [first["id"]]}
+    assert refused.value.details == {"instances": [first["id"]], "more": False}
     gone(user, first["id"])
     volumes.delete("ckpts")
     assert volumes.list() == []

@@ -8,6 +8,7 @@ import pytest
 from plane_world import World
 
 from lowcostgpu.app.launch import LaunchRequest
+from lowcostgpu.app.volumes import SHOWN_USERS
 from lowcostgpu.core.rating import build_invoice
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from lowcostgpu.domain.events import Reason
@@ -92,6 +93,25 @@ def test_delete_is_refused_while_an_instance_names_it_then_removes_it_and_its_da
     with pytest.raises(NotFound, match="no volume ckpts"):
         w.plane.volume_service.delete(ACCOUNT, "ckpts")
     assert Reason.VOLUME_DELETED in [e.reason for e in w.store.events() if e.object_id == "ckpts"]
+
+
+@pytest.mark.parametrize(
+    ("users", "more"), [(1, False), (SHOWN_USERS, False), (6, True), (9, True)]
+)
+def test_a_refused_delete_names_the_first_users_by_id_and_says_whether_there_are_more(
+    users: int, more: bool
+) -> None:
+    w = World()
+    ids = sorted(launch(w, "ckpts:1GB" if i == 0 else "ckpts") for i in range(users))
+    launch(w, "ckpts:1GB", account=OTHER)  # the other account's namesake is never named
+    with pytest.raises(Conflict) as refused:
+        w.plane.volume_service.delete(ACCOUNT, "ckpts")
+    shown = ids[:SHOWN_USERS]
+    tail = " and more" if more else ""
+    assert refused.value.message == f"volume ckpts is in use by {', '.join(shown)}{tail}"
+    assert refused.value.details == {"instances": shown, "more": more}
+    assert ("`lowcostgpu volumes show ckpts` lists them all" in str(refused.value.hint)) == more
+    assert w.plane.volume_service.get(ACCOUNT, "ckpts").in_use_by == tuple(ids)  # all of them
 
 
 def test_a_volume_grows_on_the_runtime_never_shrinks_and_the_same_size_changes_nothing() -> None:

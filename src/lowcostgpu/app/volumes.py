@@ -8,9 +8,12 @@ event and an outbox entry (`DeleteVolume`, `ResizeVolume`), and carried out on t
 volumes after the commit (`app.effects`), idempotently.
 
 A volume is in use while a non-deleted instance of its account names it (a stopped instance
-may be resumed onto it): deleting it then is a `Conflict` naming those instances, which are
-the caller's own. Another account's volume of the same name is another volume: never seen,
-never named (a lookup is by (account, name)).
+may be resumed onto it): deleting it then is a `Conflict` naming (the first few of) those
+instances, which are the caller's own. Its users are looked up per volume through the store's
+index of them (`Store.instances_naming_volume`): a view costs the ids it shows, a delete's
+decision at most SHOWN_USERS + 1 ids, never the account's history of instances. Another
+account's volume of the same name is another volume: never seen, never named (a lookup is by
+(account, name)).
 
 This module does not import `app.plane` (an import-linter contract): the plane builds the
 service and hands it its `decide` and its volumes.
@@ -18,7 +21,7 @@ service and hands it its `decide` and its volumes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from lowcostgpu.app.decisions import Decision
@@ -41,7 +44,6 @@ Known = Mapping[tuple[str, str], VolumeRecord]
 Decide = Callable[[Callable[[EngineState, Timestamp], Decision]], Commit]
 """The plane's way to decide and write (`ControlPlane._decide_and_write`)."""
 
-PAGE = 500  # instances read per store query when looking for a volume's users
 SHOWN_USERS = 5  # of the instances that keep a volume in use, the ones an error names
 
 
@@ -62,30 +64,12 @@ def _missing(name: str) -> NotFound:
     return NotFound(f"no volume {name}", hint="`lowcostgpu volumes ls` lists yours")
 
 
-def users_of(store: Store, account_id: str) -> dict[str, list[str]]:
-    """The account's non-deleted instances by the volume they name, ids sorted. Cost: the
-    account's non-deleted instances, read a page at a time through its index (never another
-    account's rows)."""
-    users: dict[str, list[str]] = {}
-    before: tuple[Timestamp, str] | None = None
-    while True:
-        page = store.instances_page(account_id, limit=PAGE, before=before)
-        for stored in page:
-            if stored.launch.volume_name:
-                users.setdefault(stored.launch.volume_name, []).append(stored.state.id)
-        if len(page) < PAGE:
-            break
-        before = (page[-1].launch.created_at, page[-1].state.id)
-    return {name: sorted(ids) for name, ids in users.items()}
-
-
-def view_of(v: VolumeRecord, users: Mapping[str, list[str]]) -> VolumeView:
+def view_of(v: VolumeRecord, users: Sequence[str]) -> VolumeView:
+    """`users`: the ids of the instances that name it (`Store.instances_naming_volume`)."""
     # A resize's segment starts in this life; a deleted namesake's ended before it began.
     last = v.history[-1] if v.history else None
     resized_at = last[1] if last is not None and last[0] >= v.created_at else None
-    return VolumeView(
-        v.name, v.size_gb, v.created_at, resized_at, tuple(users.get(v.name, ())), v.checkpoint_step
-    )
+    return VolumeView(v.name, v.size_gb, v.created_at, resized_at, tuple(users), v.checkpoint_step)
 
 
 def alive(known: Known, account_id: str, name: str) -> VolumeRecord | None:
@@ -104,14 +88,17 @@ class VolumeService:
         self._known = known
 
     def list(self, account_id: str) -> list[VolumeView]:
-        """The account's volumes by name. Cost: its volumes and non-deleted instances."""
+        """The account's volumes by name. Cost: its volumes, and one index lookup per volume
+        that reads the ids it shows (the instances naming it)."""
         found = [v for v in self.store.volumes(account_id) if v.deleted_at is None]
-        users = users_of(self.store, account_id) if found else {}
-        return [view_of(v, users) for v in found]
+        return [view_of(v, self._users(account_id, v.name)) for v in found]
 
     def get(self, account_id: str, name: str) -> VolumeView:
         v = self._stored(account_id, name)
-        return view_of(v, users_of(self.store, account_id))
+        return view_of(v, self._users(account_id, name))
+
+    def _users(self, account_id: str, name: str) -> Sequence[str]:
+        return self.store.instances_naming_volume(account_id, name)
 
     def held_step(self, account_id: str, name: str | None) -> int | None:
         """The checkpoint step the account's volume holds (None: no volume, or none known)."""
@@ -136,13 +123,14 @@ class VolumeService:
             v = alive(self._known(), account_id, name)
             if v is None:
                 raise _missing(name)
-            users = users_of(self.store, account_id).get(name, [])
+            # Under the plane's lock: only the first users, and whether there are more.
+            users = self.store.instances_naming_volume(account_id, name, limit=SHOWN_USERS + 1)
             if users:
                 raise in_use(name, users)
             return Decision(EngineStep(state), extra=deleted(v, now))
 
         self._decide(decide)
-        return view_of(self._deleted(account_id, name), {})
+        return view_of(self._deleted(account_id, name), ())
 
     def _deleted(self, account_id: str, name: str) -> VolumeRecord:
         return next(v for v in self.store.volumes(account_id) if v.name == name)
@@ -195,14 +183,18 @@ def resized(v: VolumeRecord, size_gb: int, now: Timestamp) -> Commit:
     return Commit(volumes=[grown], events=[event], outbox=[entry])
 
 
-def in_use(name: str, users: list[str]) -> Conflict:
-    more = len(users) - SHOWN_USERS
-    shown = ", ".join(users[:SHOWN_USERS]) + (f" and {more} more" if more > 0 else "")
+def in_use(name: str, users: Sequence[str]) -> Conflict:
+    """`users`: the first ids of the instances naming it, by id; more than SHOWN_USERS of them
+    say that there are more (how many is not counted: the decision reads no more than that)."""
+    shown = list(users[:SHOWN_USERS])
+    more = len(users) > SHOWN_USERS
     return Conflict(
-        f"volume {name} is in use by {shown}",
+        f"volume {name} is in use by {', '.join(shown)}" + (" and more" if more else ""),
         hint=f"delete {'it' if len(users) == 1 else 'them'} first (lowcostgpu rm {users[0]}): "
-        "a stopped instance still names its volume",
-        instances=users,
+        "a stopped instance still names its volume"
+        + (f"; `lowcostgpu volumes show {name}` lists them all" if more else ""),
+        instances=shown,
+        more=more,
     )
 
 
