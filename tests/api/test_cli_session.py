@@ -76,7 +76,7 @@ def test_what_a_user_reads_is_for_people_cents_local_times_no_reprs(
     wait_until(lambda: "running" in run(cli, "show", instance_id[:6]), what="it runs")
     shown = run(cli, "show", instance_id[:6])
     assert "None" not in shown and "{" not in shown and "queue " in shown
-    assert f"id                    {instance_id}" in shown.splitlines()[0]
+    assert re.fullmatch(rf"id +{instance_id}", shown.splitlines()[0]), shown  # aligned
     created = r"created_at +20\d\d-\d\d-\d\d \d\d:\d\d \((just now|.+ ago)\)"
     assert re.search(created, shown), shown  # local time and how long ago
     assert run(cli, "stop", instance_id[2:7]).startswith(instance_id)

@@ -228,17 +228,18 @@ def test_the_cli_lists_filters_and_follows_events(api: Api, tmp_path: Path) -> N
     assert listed.returncode == 0 and b"Queued" in listed.stdout, listed.stderr
     as_json = subprocess.run([*cli, "--reason", "Queued", "--json"], env=env, capture_output=True)
     assert [e["object_id"] for e in json.loads(as_json.stdout)] == [instance_id]
-    follower = subprocess.Popen([*cli, "--follow", "--json"], env=env, stdout=subprocess.PIPE)
+    follow = [*cli, "--follow", "--all", "--json"]  # `--all`: the history first, then live
+    follower = subprocess.Popen(follow, env=env, stdout=subprocess.PIPE)
+    watchdog = threading.Timer(60, follower.kill)  # a missed event fails, never hangs
+    watchdog.start()
     try:
         assert follower.stdout is not None
         assert json.loads(follower.stdout.readline())["reason"] == "Queued"  # the history first
         second = _launch(client)
-        watchdog = threading.Timer(60, follower.kill)  # a missed event fails, never hangs
-        watchdog.start()
         objects = [json.loads(line)["object_id"] for line in _until(follower.stdout, second)]
-        watchdog.cancel()
         assert objects[-1] == second  # then what happens, as it happens
     finally:
+        watchdog.cancel()
         follower.kill()
         follower.wait()
     client.stop(instance_id)

@@ -110,7 +110,7 @@ def test_the_events_page_filters_by_reason_and_shows_new_events_live(
     page.evaluate("window.__notReloaded = true")
     with client:
         inst = client.launch(gpu="h100-sxm", type="interruptible", command=["sleep", "30"])
-    page.locator("#events td", has_text=inst["id"]).wait_for()
+    page.locator("#events td.mono", has_text=inst["id"]).wait_for()  # (the message names it too)
     reasons = page.locator("#events td.reason").all_inner_texts()
     assert reasons == ["Queued"]  # Scheduled and Started are filtered out
     assert page.evaluate("window.__notReloaded") is True
