@@ -22,6 +22,7 @@ from lowcostgpu.adapters.kubernetes import Kube, KubernetesRuntime
 from lowcostgpu.adapters.kubernetes.objects import pod_name
 from lowcostgpu.adapters.local import LocalRuntime
 from lowcostgpu.adapters.local import shim as shim_files
+from lowcostgpu.adapters.slurm import Slurm, SlurmRuntime
 from lowcostgpu.ports.runtime import VolumeMount, WorkloadReport, WorkloadStart
 from waiting import wait_until
 
@@ -59,6 +60,7 @@ class LocalHarness:
     """Real workloads: `workload_program.py`, driven through a control directory each."""
 
     name = "local"
+    host_id = "h-1"
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -119,10 +121,59 @@ class LocalHarness:
         wait_until(reaped, what="no zombie child of the test process")
 
 
+class SlurmHarness(LocalHarness):
+    """Real workloads as jobs of a real Slurm (the session's lab, `tests/slurm_lab.py`): the same
+    program and control files as the local harness, on host `node1`, one GPU each by default."""
+
+    name = "slurm"
+    host_id = "node1"
+
+    def __init__(self, root: Path) -> None:
+        import slurm_lab
+
+        self.root = root
+        self.lab = slurm_lab.require()
+        self.runtime = SlurmRuntime(Slurm(self.lab.conf), root / "slurm-state")  # type: ignore[assignment]
+        self.others = []
+
+    def another_runtime(self) -> SlurmRuntime:  # type: ignore[override]
+        return SlurmRuntime(Slurm(self.lab.conf), self.runtime.state_dir)
+
+    def start(self, allocation_id: str, *extra: str, **kw: Any) -> WorkloadStart:
+        kw = {"host_id": self.host_id, "gpu_indices": (0,), **kw}
+        return super().start(allocation_id, *extra, **kw)
+
+    def process_count(self, allocation_id: str) -> int:
+        """The workload's own processes (srun's command line names the control directory too)."""
+        found = processes_mentioning(str(self.control(allocation_id)))
+        return sum(1 for pid in found if not _cmdline(pid).startswith("srun"))
+
+    def cleanup(self) -> None:
+        """Cancel this test's jobs, then check that none of its processes is left."""
+        ids = [j.job_id for j in self.runtime.slurm.jobs(self.runtime.partition)]  # type: ignore[attr-defined]
+        mine = [
+            (d / "job").read_text().strip()
+            for d in self.runtime.state_dir.iterdir()
+            if (d / "job").exists()
+        ]
+        for job_id in set(ids) & set(mine):
+            self.runtime.slurm.cancel(job_id)  # type: ignore[attr-defined]
+        root = str(self.root)
+        wait_until(lambda: not processes_mentioning(root), deadline_s=30, what="no process left")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
 class FakeHarness:
     """Fake workloads: the test ends them through the fake's own controls."""
 
     name = "fake"
+    host_id = "h-1"
 
     def __init__(self) -> None:
         self.runtime = FakeRuntime(missing_commands=[MISSING_COMMAND])
@@ -152,6 +203,7 @@ class KubernetesHarness:
     """Pods on a real API server, in a namespace of their own; the fake kubelet runs them."""
 
     name = "kubernetes"
+    host_id = "h-1"
 
     def __init__(self, serial: int) -> None:
         from apiserver import require
@@ -235,13 +287,15 @@ def local(tmp_path: Path) -> Iterator[LocalHarness]:
     harness.cleanup()
 
 
-@pytest.fixture(params=["local", "fake", "kubernetes"])
+@pytest.fixture(params=["local", "fake", "kubernetes", "slurm"])
 def harness(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[LocalHarness | FakeHarness | KubernetesHarness]:
     h: LocalHarness | FakeHarness | KubernetesHarness
     if request.param == "local":
         h = LocalHarness(tmp_path)
+    elif request.param == "slurm":
+        h = SlurmHarness(tmp_path)
     elif request.param == "fake":
         h = FakeHarness()
     else:

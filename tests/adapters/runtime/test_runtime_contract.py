@@ -93,7 +93,9 @@ def test_signal_and_kill_of_an_ended_or_unknown_workload_do_nothing(harness: Har
 
 def test_a_missing_command_fails_to_start_with_the_reason(harness: Harness) -> None:
     harness.start("a-ok")
-    harness.runtime.start(workload_start("a-bad", (MISSING_COMMAND, "--flag")))
+    harness.runtime.start(
+        workload_start("a-bad", (MISSING_COMMAND, "--flag"), host_id=harness.host_id)
+    )
     failed = wait_phase(harness.runtime, "a-bad", "start_failed")
     assert "no such file" in failed.reason and MISSING_COMMAND in failed.reason
     harness.wait_running("a-ok")  # the other workload is not affected
