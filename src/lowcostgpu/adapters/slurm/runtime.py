@@ -309,8 +309,8 @@ def _final_report(directory: Path) -> WorkloadReport | None:
     alloc, instance = directory.name, str(spec.get("instance_id", ""))
     failed = _read(directory / batch.START_FAILED)
     if failed is not None:
-        at = _seconds(spec.get("at"))
-        return WorkloadReport(alloc, instance, "start_failed", None, failed, at)
+        tried_at = _seconds(spec.get("at"))
+        return WorkloadReport(alloc, instance, "start_failed", None, failed, tried_at)
     ended = _read(directory / batch.EXIT)
     if ended is None:
         return None
