@@ -185,3 +185,32 @@ def test_an_unreachable_slurmctld_is_a_clear_unavailable_error(tmp_path: Path) -
     with pytest.raises(Unavailable, match="slurmctld") as caught:
         slurm.jobs("lowcostgpu")
     assert caught.value.hint is not None and "scontrol ping" in caught.value.hint
+
+
+def test_an_exit_while_no_server_watched_is_found_by_the_next_one(
+    runtime: SlurmRuntime, tmp_path: Path
+) -> None:
+    control = tmp_path / "alone"
+    _start(runtime, "alone", _argv(control))
+    wait_until((control / "ready").exists, what="the workload up")
+    (control / "exit").write_text("7")  # the server is gone: nobody observes the exit
+    successor = SlurmRuntime(runtime.slurm, runtime.state_dir)
+    exited = wait_until(
+        lambda: (r := _report(successor, "alone")) is not None and r.phase == "exited" and r
+    )
+    assert exited.exit_code == 7 and exited.instance_id == "i-alone"
+
+
+def test_a_job_ended_behind_our_back_is_reported_exited_with_slurms_reason(
+    runtime: SlurmRuntime, tmp_path: Path
+) -> None:
+    control = tmp_path / "cancelled"
+    _start(runtime, "cancelled", _argv(control))
+    wait_until((control / "ready").exists, what="the workload up")
+    job_id = (runtime.state_dir / "cancelled" / "job").read_text().strip()
+    runtime.slurm.run(["scancel", "--full", "--signal=KILL", job_id], what="an operator's scancel")
+    exited = wait_until(
+        lambda: (r := _report(runtime, "cancelled")) is not None and r.phase == "exited" and r
+    )
+    assert exited.exit_code is None  # not ours to guess: the core counts it a failure
+    assert f"Slurm job {job_id} ended" in exited.reason and "without an exit record" in exited.reason
