@@ -41,6 +41,19 @@ class QueuedJob:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeJob:
+    """A job as the node provider needs it (`jobs_on`): its state, how often Slurm requeued it
+    (`restarts`: a job requeued since we saw it is not ours to requeue again) and whether it
+    may be requeued at all (`sbatch --requeue`, or the cluster's `JobRequeue=1`)."""
+
+    job_id: str
+    state: str
+    restarts: int
+    requeue: bool
+    partition: str
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     """One node of `sinfo`, as lowcostgpu needs it: its name, GPUs, state and partitions."""
 
@@ -135,6 +148,58 @@ class Slurm:
         with contextlib.suppress(NotFound):
             self.run(["scancel", job_id], what=f"cancelling Slurm job {job_id}")
 
+    def kill_job(self, job_id: str) -> None:
+        """SIGKILL now to every step, then to the batch shell. Not `scancel --signal=KILL JOB`
+        (with or without `--full`): Slurm takes a SIGKILL to a job for a cancel and sends
+        SIGTERM first, then SIGKILL `KillWait` later (measured on 22.05: a step that traps
+        SIGTERM lives 5 s more under the lab's KillWait=5). Steps first: once the batch shell
+        is gone the job ends, and Slurm's own end sends SIGTERM to steps still running. A job
+        that has already ended is not an error."""
+        steps = [s for s in self.steps(job_id) if s.rpartition(".")[2] not in ("batch", "extern")]
+        if steps:
+            with contextlib.suppress(NotFound):  # a step that ended meanwhile
+                self.run(["scancel", "--signal=KILL", *steps], what=f"killing job {job_id}'s steps")
+        with contextlib.suppress(NotFound):
+            self.run(
+                ["scancel", "--batch", "--signal=KILL", job_id],
+                what=f"killing the batch shell of Slurm job {job_id}",
+            )
+
+    def steps(self, job_id: str) -> list[str]:
+        """The job's running steps (`squeue -s`): `<job>.<step>`, `<job>.batch`, `<job>.extern`."""
+        out = self.run(
+            ["squeue", "-h", "-s", "-j", job_id, "-o", "%i"], what=f"listing job {job_id}'s steps"
+        )
+        return [line.strip() for line in out.splitlines() if line.strip()]
+
+    def requeue(self, job_id: str) -> bool:
+        """`scontrol requeue`: a running or ended batch job goes back to pending (Slurm makes it
+        eligible `cred_expire` + 1 s later, 121 s by default). False if the job may not be
+        requeued (`--no-requeue`, or `JobRequeue=0` and no `--requeue`) or Slurm forgot it."""
+        try:
+            self.run(["scontrol", "requeue", job_id], what=f"requeueing Slurm job {job_id}")
+        except NotFound:
+            return False
+        except InvalidRequest as exc:
+            if "presently disabled" in str(exc).lower():
+                return False
+            raise
+        return True
+
+    def jobs_on(self, host: str, partitions: Sequence[str]) -> list[NodeJob]:
+        """Every job of `partitions` slurmctld holds that runs or ran on `host` (ended ones for
+        `MinJobAge`): one `squeue` call, O(those jobs)."""
+        argv = ["squeue", "-h", "-a", "-t", "all", "-w", host, "-p", ",".join(partitions)]
+        argv += ["-O", "JobId:|,State:|,RestartCnt:|,Requeue:|,Partition:|"]
+        out = self.run(argv, what=f"listing the jobs on Slurm node {host}")
+        found = []
+        for line in out.splitlines():
+            parts = [p.strip() for p in line.split("|")]
+            if len(parts) >= 5 and parts[2].isdigit():
+                requeue = parts[3] == "1"
+                found.append(NodeJob(parts[0], parts[1], int(parts[2]), requeue, parts[4]))
+        return found
+
     def job_fields(self, job_id: str) -> dict[str, str] | None:
         """`scontrol show job -o`: the job's key=value fields, None once slurmctld forgot it."""
         try:
@@ -167,6 +232,33 @@ class Slurm:
                 reason="" if reason in ("none", "(null)") else reason,
             )
         return [merged[name] for name in sorted(merged)]
+
+    def node_fields(self, name: str) -> dict[str, str]:
+        """`scontrol show node -o`: the node's key=value fields (a value with spaces, such as a
+        Reason, is cut at its first space: read those from `nodes`)."""
+        out = self.run(["scontrol", "show", "node", "-o", name], what=f"reading Slurm node {name}")
+        return _key_values(out)
+
+    def partitions(self) -> set[str]:
+        """The names of every partition, empty ones too (`sinfo -a -o %R`)."""
+        out = self.run(["sinfo", "-h", "-a", "-o", "%R"], what="listing the Slurm partitions")
+        return {line.strip() for line in out.splitlines() if line.strip()}
+
+    def create_partition(self, name: str, nodes: Sequence[str]) -> None:
+        """`scontrol create PartitionName=…`: up, no time limit, Slurm's preemption off (the
+        control plane decides victims and times drains). Lost at `scontrol reconfigure` unless
+        slurm.conf declares it: the node provider makes it again."""
+        fields = {
+            "PartitionName": name,
+            "Nodes": ",".join(nodes),
+            "State": "UP",
+            "MaxTime": "INFINITE",
+            "PreemptMode": "OFF",
+        }
+        self.run(
+            ["scontrol", "create", *(f"{k}={v}" for k, v in fields.items())],
+            what=f"creating Slurm partition {name}",
+        )
 
     def update(self, kind: str, fields: Mapping[str, str], *, what: str) -> None:
         """`scontrol update Kind=… Key=Value …` (a value may hold spaces: one argv each)."""
