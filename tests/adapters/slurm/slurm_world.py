@@ -15,19 +15,29 @@ from pathlib import Path
 from typing import Any
 
 import slurm_lab
-from lowcostgpu.adapters.slurm import Slurm
+from lowcostgpu.adapters.clock import RandomIds, SystemClock
+from lowcostgpu.adapters.fakes import FakeVolumes
+from lowcostgpu.adapters.files import load_catalog
+from lowcostgpu.adapters.slurm import Slurm, SlurmRuntime
 from lowcostgpu.adapters.slurm.nodes import REASON_PREFIX, SlurmNodes, partition_name
 from lowcostgpu.adapters.store.memory import MemoryStore
+from lowcostgpu.app.clusters import ClusterRequest
+from lowcostgpu.app.launch import LaunchRequest
+from lowcostgpu.app.plane import PlaneConfig
+from lowcostgpu.bootstrap.wiring import wire
 from lowcostgpu.core.effects import AddNode, CordonNode, RemoveNode
 from lowcostgpu.core.nodes import DRAIN_PREEMPTED, NodeState
-from lowcostgpu.domain.capacity import CapacityClass, PoolKey
+from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey
 from lowcostgpu.domain.status import NodeStatus
 from lowcostgpu.ports.store import Commit, NodeWrite, OutboxEntry
+from waiting import wait_until
 
 POOL = PoolKey("eu-west", "a100-sxm4")
 
 # A customer's batch job: it records each start (with Slurm's restart count), the SIGTERMs its
-# batch shell and its step receive, and ends with $JOB_EXIT once its step has ended. With
+# batch shell and its step receive, and ends with $JOB_EXIT once its step has ended (the step
+# saves for 0.5 s at SIGTERM, so the batch shell is still there for its own). With
 # STEP_IGNORES_TERM=1 the step ignores SIGTERM (only the deadline's SIGKILL ends it).
 JOB_SCRIPT = """#!/bin/bash
 d=$JOB_DIR
@@ -35,7 +45,7 @@ trap 'echo batch >> "$d/term"' TERM
 echo "${SLURM_RESTART_COUNT:-0}" >> "$d/starts"
 srun bash -c '
   if [ "$STEP_IGNORES_TERM" = 1 ]; then trap "echo step >> $JOB_DIR/term" TERM
-  else trap "echo step >> $JOB_DIR/term; exit 0" TERM; fi
+  else trap "echo step >> $JOB_DIR/term; sleep 0.5; exit 0" TERM; fi
   echo up > "$JOB_DIR/running"
   while true; do sleep 0.1; done' &
 while ! wait; do :; done
@@ -178,7 +188,9 @@ class NodesWorld:
                 self.lab.run("scontrol", "update", f"NodeName={info.name}", "State=RESUME")
         env = {**os.environ, "SLURM_CONF": str(self.lab.conf)}
         for p in parts:
-            subprocess.run(["scontrol", "delete", f"PartitionName={p}"], env=env, check=False)
+            # Refused while slurmctld still holds a job of it (MinJobAge): left, empty, then.
+            argv = ["scontrol", "delete", f"PartitionName={p}"]
+            subprocess.run(argv, env=env, check=False, capture_output=True)
 
 
 class Job:
@@ -208,3 +220,58 @@ class Job:
     def starts(self) -> list[str]:
         path = self.dir / "starts"
         return path.read_text().split() if path.exists() else []
+
+
+class PlaneWorld(NodesWorld):
+    """A control plane on the lab: `SlurmRuntime` for instances, `SlurmNodes` for cluster nodes,
+    two whole hosts (`node1`, `node2`, 4 GPUs each) in one pool."""
+
+    HOSTS = ("node1", "node2")
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.runtime = SlurmRuntime(self.slurm, root / "runtime", nodes=self.nodes)
+        self.wired = wire(
+            store=self.store,
+            runtime=self.runtime,
+            volumes=FakeVolumes(),
+            nodes=self.nodes,
+            clock=SystemClock(),
+            ids=RandomIds(),
+            hosts=[Host(h, POOL, slurm_lab.GPUS) for h in self.HOSTS],
+            catalog=load_catalog(),
+            secret=b"0123456789abcdef0123456789abcdef",
+            metadata_url="http://127.0.0.1:9/v1/metadata",
+            config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0)),
+        )
+        self.plane = self.wired.plane
+
+    def create_cluster(self, grace_s: int) -> str:
+        """One standard node and 4 preemptible GPUs (one node each: whole hosts)."""
+        request = ClusterRequest(
+            "acme", POOL.gpu_type, slurm_lab.GPUS, 1, 4, grace_period_s=grace_s
+        )
+        self.cluster_id = self.plane.clusters.create_cluster(request).cluster.id
+        return self.cluster_id
+
+    def on_demand(self, argv: tuple[str, ...]) -> str:
+        request = LaunchRequest(
+            "acme", POOL.gpu_type, "on-demand", slurm_lab.GPUS, command=argv, grace_period_s=2
+        )
+        return self.plane.launch(request).state.id
+
+    def tick_until(self, predicate: Any, what: str) -> Any:
+        def ticked() -> Any:
+            self.plane.tick()
+            return predicate()
+
+        return wait_until(ticked, what=what)
+
+    def live_nodes(self, compute_class: str) -> list[NodeState]:
+        view = self.plane.clusters.get_cluster(self.cluster_id)
+        return [n for n in view.nodes if n.capacity_class.compute_class_label == compute_class]
+
+    def cleanup(self) -> None:
+        for job in self.slurm.jobs(self.runtime.partition):
+            self.slurm.cancel(job.job_id)
+        super().cleanup()

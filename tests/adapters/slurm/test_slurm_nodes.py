@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from slurm_world import NodesWorld
 
-from lowcostgpu.adapters.slurm.nodes import FEATURE
+from lowcostgpu.adapters.slurm.node_records import Drain, NodeRecord, NodeRecords
+from lowcostgpu.adapters.slurm.nodes import FEATURE, SlurmNodes, drain_reason
 from lowcostgpu.domain.errors import InvalidRequest
 from waiting import wait_until
 
@@ -87,6 +88,19 @@ def test_the_drain_marks_the_node_sends_sigterm_to_step_and_batch_and_ends_once_
     assert job.state == "COMPLETED" and job.restarts == 0  # it finished: never requeued
 
 
+def test_without_signal_batch_only_the_steps_get_sigterm(world: NodesWorld) -> None:
+    world.nodes = SlurmNodes(world.slurm, world.store, world.root / "nodes", signal_batch=False)
+    node = world.node(HOST)
+    world.add(node)
+    job = world.submit("train")
+    wait_until(job.running, what="the customer's job running")
+    world.cordon(node, _deadline())
+    assert node.allocation_id is not None
+    world.nodes.signal(node.allocation_id)
+    wait_until(lambda: (r := world.report(node)) is not None and r.phase == "exited")
+    assert job.terms() == ["step"] and job.state == "COMPLETED"
+
+
 def test_a_job_that_fails_inside_its_grace_is_requeued_and_one_that_was_cancelled_is_not(
     world: NodesWorld,
 ) -> None:
@@ -96,9 +110,10 @@ def test_a_job_that_fails_inside_its_grace_is_requeued_and_one_that_was_cancelle
     cancelled = world.submit("cancelled")
     wait_until(lambda: failing.running() and cancelled.running(), what="both jobs running")
     world.cordon(node, _deadline())
+    world.slurm.cancel(cancelled.job_id)  # its owner's scancel after the notice
+    wait_until(lambda: cancelled.state == "CANCELLED", what="the owner's cancel")
     assert node.allocation_id is not None
     world.nodes.signal(node.allocation_id)
-    world.slurm.cancel(cancelled.job_id)  # its owner's scancel inside the grace
     wait_until(lambda: (r := world.report(node)) is not None and r.phase == "exited")
     assert failing.restarts == 1 and failing.state == "PENDING"  # waits for another node
     assert cancelled.state == "CANCELLED" and cancelled.restarts == 0
@@ -202,3 +217,21 @@ def test_what_a_reconfigure_dropped_is_put_back_at_the_next_look(world: NodesWor
     assert world.preemptible_partition in info.partitions and FEATURE in info.features
     assert "drain" in info.state and info.reason.startswith("lowcostgpu: preempted")
     assert world.standard_partition in other.partitions
+
+
+def test_a_record_reads_back_as_written_and_says_what_each_job_got(tmp_path: Path) -> None:
+    records = NodeRecords(tmp_path)
+    drain = Drain(1796162400, "preempted").seen("7", 0).with_signalled("7").seen("8", 2)
+    drain = drain.with_killed("8").with_settled("8", requeued=True)
+    record = NodeRecord("n-1", "c-1", "a-1", "node1", True, "lcg-c-1-preemptible", 1.5, drain)
+    records.put(record)
+    assert NodeRecords(tmp_path).get("n-1") == record  # a restarted provider reads the same
+    assert records.by_allocation("a-1") == record and records.on_host("node2") == []
+    assert drain.unsettled == ["7"] and drain.requeued == ("8",)
+    with pytest.raises(InvalidRequest):
+        records.get("../escape")
+
+
+def test_the_drain_reason_names_why_and_the_deadline_in_utc() -> None:
+    reason = drain_reason(Drain(1796162400, "preempted"))
+    assert reason == "lowcostgpu: preempted, deadline=2026-12-01T22:00:00Z"
