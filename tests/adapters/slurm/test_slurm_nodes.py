@@ -6,6 +6,8 @@ carried out twice, and a restarted provider continues a drain."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,6 +139,31 @@ def test_at_the_deadline_what_still_runs_is_killed_and_requeued(world: NodesWorl
     wait_until(lambda: opted_out.state not in ("RUNNING", "COMPLETING"), what="opted-out ended")
     assert opted_out.restarts == 0  # submitted --no-requeue: left ended
     assert world.report(node).phase == "exited"
+
+
+def test_an_interactive_job_gets_sigterm_to_its_step_and_is_left_ended_at_the_deadline(
+    world: NodesWorld,
+) -> None:
+    node = world.node(HOST)
+    world.add(node)
+    marks = world.jobs_dir / "interactive"
+    marks.mkdir()
+    step = f"trap 'echo step >> {marks}/term' TERM; echo up > {marks}/running; sleep 600 & wait"
+    env = {**os.environ, "SLURM_CONF": str(world.lab.conf)}
+    argv = ["srun", f"--partition={world.preemptible_partition}", "bash", "-c", step]
+    srun = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until((marks / "running").exists, what="the interactive step running")
+        world.cordon(node, _deadline(2))
+        assert node.allocation_id is not None
+        world.nodes.signal(node.allocation_id)  # no batch shell: its step alone gets it
+        wait_until((marks / "term").exists, what="the step's SIGTERM")
+        world.nodes.kill(node.allocation_id)  # Slurm requeues batch jobs only
+        assert srun.wait(timeout=60) != 0
+        assert world.report(node).phase == "exited"
+    finally:
+        srun.kill()
+        srun.wait()
 
 
 def test_remove_gives_the_host_back_to_the_pool_and_keeps_the_partition_empty(

@@ -151,19 +151,24 @@ class Slurm:
     def kill_job(self, job_id: str) -> None:
         """SIGKILL now to every step, then to the batch shell. Not `scancel --signal=KILL JOB`
         (with or without `--full`): Slurm takes a SIGKILL to a job for a cancel and sends
-        SIGTERM first, then SIGKILL `KillWait` later (measured on 22.05: a step that traps
-        SIGTERM lives 5 s more under the lab's KillWait=5). Steps first: once the batch shell
-        is gone the job ends, and Slurm's own end sends SIGTERM to steps still running. A job
-        that has already ended is not an error."""
+        SIGTERM first, then SIGKILL `KillWait` later (measured on 22.05: a job whose step traps
+        SIGTERM took 7.4 s to end under the lab's KillWait=5; killed step by step, 0.5 s).
+        Steps first: once the batch shell is gone the job ends, and Slurm's own end sends
+        SIGTERM to steps still running. A job that has already ended is not an error."""
         steps = [s for s in self.steps(job_id) if s.rpartition(".")[2] not in ("batch", "extern")]
         if steps:
             with contextlib.suppress(NotFound):  # a step that ended meanwhile
                 self.run(["scancel", "--signal=KILL", *steps], what=f"killing job {job_id}'s steps")
-        with contextlib.suppress(NotFound):
+        try:
             self.run(
                 ["scancel", "--batch", "--signal=KILL", job_id],
                 what=f"killing the batch shell of Slurm job {job_id}",
             )
+        except NotFound:
+            pass
+        except InvalidRequest as exc:
+            if not no_batch_shell(exc):
+                raise
 
     def steps(self, job_id: str) -> list[str]:
         """The job's running steps (`squeue -s`): `<job>.<step>`, `<job>.batch`, `<job>.extern`."""
@@ -263,6 +268,12 @@ class Slurm:
     def update(self, kind: str, fields: Mapping[str, str], *, what: str) -> None:
         """`scontrol update Kind=… Key=Value …` (a value may hold spaces: one argv each)."""
         self.run(["scontrol", "update", *(f"{k}={v}" for k, v in fields.items())], what=what)
+
+
+def no_batch_shell(exc: InvalidRequest) -> bool:
+    """Whether Slurm refused a `--batch` signal because the job has no batch shell (an
+    interactive `srun` or `salloc` job: "Job script not specified")."""
+    return "job script not specified" in str(exc).lower()
 
 
 def gpus_of_gres(gres: str) -> int:

@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lowcostgpu.adapters.slurm.cli import NodeInfo, NodeJob, Slurm
+from lowcostgpu.adapters.slurm.cli import NodeInfo, NodeJob, Slurm, no_batch_shell
 from lowcostgpu.adapters.slurm.node_records import (
     Drain,
     NodeRecord,
@@ -195,9 +195,16 @@ class SlurmNodes:
                 if job.job_id not in drain.signalled:
                     self.slurm.signal(job.job_id, "TERM")
                     if self.signal_batch:
-                        self.slurm.signal(job.job_id, "TERM", batch=True)
+                        self._term_batch(job.job_id)
                     drain = drain.with_signalled(job.job_id)
                 record = self._put(record, drain)
+
+    def _term_batch(self, job_id: str) -> None:
+        try:
+            self.slurm.signal(job_id, "TERM", batch=True)
+        except InvalidRequest as exc:
+            if not no_batch_shell(exc):
+                raise  # an interactive job (srun, salloc) has no batch shell: its steps had it
 
     def kill(self, allocation_id: str) -> None:
         """The deadline: SIGKILL to what still runs, and requeue it."""
@@ -266,7 +273,11 @@ class SlurmNodes:
         if not job.requeue:
             log.info("job %s of node %s is not requeueable: left ended", job.job_id, record.node_id)
             return False
-        requeued = self.slurm.requeue(job.job_id)
+        try:
+            requeued = self.slurm.requeue(job.job_id)
+        except InvalidRequest as exc:  # e.g. not a batch job: Slurm requeues batch jobs only
+            log.warning("job %s of node %s left ended: %s", job.job_id, record.node_id, exc)
+            return False
         if requeued:
             how = "killed at the deadline" if killed else f"ended {job.state} in its grace"
             log.info("job %s (%s) on %s requeued", job.job_id, how, record.host)
