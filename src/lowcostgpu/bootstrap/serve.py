@@ -268,18 +268,28 @@ def _slurm_runtime(
             hint="give --slurm-shared-dir a directory on the filesystem every node mounts",
         ) from None
     here = all(n.on_loopback for n in partition_nodes(slurm, options.partition))
-    if not here:
-        log.warning(
-            "volumes under %s are plain directories on the shared filesystem: their size limit "
-            "is reported, not enforced (a loop mount made here is not seen by other nodes)",
-            shared,
-        )
+    _warn_slurm_volumes(shared, limits_enforceable=here)
     volumes = LocalVolumes(shared, enforce=None if here else False)
     # Cluster nodes on Slurm: pass `nodes=SlurmNodes(...)` (adapters/slurm/nodes.py) to the
     # runtime here and return it as the node provider; until then clusters get placeholders.
     nodes: NodeProvider | None = None
     runtime = SlurmRuntime(slurm, shared / "runtime", partition=options.partition)
     return runtime, volumes, nodes
+
+
+def _warn_slurm_volumes(shared: Path, *, limits_enforceable: bool) -> None:
+    if not limits_enforceable:
+        log.warning(
+            "volumes under %s are plain directories on the shared filesystem: their size limit "
+            "is reported, not enforced (a loop mount made here is not seen by other nodes)",
+            shared,
+        )
+    log.warning(
+        "Slurm workloads run as this server's user on the nodes, not sandboxed: each can read "
+        "the other accounts' volumes under %s. Do not let untrusted customers launch here "
+        "(docs/slurm.md).",
+        shared,
+    )
 
 
 def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:

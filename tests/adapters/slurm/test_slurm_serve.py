@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,14 @@ def test_serve_on_slurm_runs_an_instance_as_a_slurm_job_on_its_host(tmp_path: Pa
         assert f"{ran[0]}|COMPLETED|lowcostgpu instance {inst['id']}" in jobs, jobs
     finally:
         running.stop()
+        _unmount_under(lab.shared / tmp_path.name)  # the volume's loop mount, as root
+
+
+def _unmount_under(directory: Path) -> None:
+    for line in Path("/proc/mounts").read_text().splitlines():
+        point = line.split()[1]
+        if point.startswith(f"{directory}/"):
+            subprocess.run(["umount", point], check=False, capture_output=True)
 
 
 def _serve(tmp_path: Path, *options: str) -> tuple[int, str, Path]:
