@@ -1,8 +1,9 @@
 """`lowcostgpu serve`: the control plane on this machine — store, runtime, loop and API.
 
-The runtime is the local one (process groups on this machine) or Kubernetes (`--runtime
+The runtime is the local one (process groups on this machine), Kubernetes (`--runtime
 kubernetes --kubeconfig FILE`: instances are pods, cluster nodes are Node objects; see
-docs/kubernetes.md)."""
+docs/kubernetes.md) or Slurm (`--runtime slurm --slurm-conf FILE`: a run is a Slurm job in
+lowcostgpu's partition, its records and the volumes on a shared filesystem; see docs/slurm.md)."""
 
 from __future__ import annotations
 
@@ -31,13 +32,16 @@ from lowcostgpu.bootstrap.wiring import Wired, wire
 from lowcostgpu.core.metering import check_interval
 from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name
 from lowcostgpu.core.scheduler import SchedulerConfig
-from lowcostgpu.domain.errors import ConfigError
+from lowcostgpu.domain.errors import ConfigError, InvalidRequest
 from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.runtime import Runtime, Volumes
 from lowcostgpu.ports.store import Store
 
 if TYPE_CHECKING:  # the kubernetes client is imported only when --runtime kubernetes is used
     from lowcostgpu.adapters.kubernetes import Kube
+    from lowcostgpu.adapters.slurm import Slurm
+    from lowcostgpu.domain.capacity import Host
+    from lowcostgpu.domain.catalog import Catalog
 
 MIN_FREE_BYTES = 64 * 2**20
 log = logging.getLogger(__name__)
@@ -55,10 +59,16 @@ class ServeOptions:
     admin_key: str | None = None  # None: keep the stored one, or make one at the first start
     allow_private_webhooks: bool = False  # webhooks to loopback/private addresses (tests, labs)
     webhook_policy: WebhookPolicy = field(default_factory=WebhookPolicy)
-    runtime: str = "local"  # local | kubernetes
+    runtime: str = "local"  # local | kubernetes | slurm
     kubeconfig: Path | None = None  # kubernetes: None is $KUBECONFIG or ~/.kube/config
     namespace: str = "default"  # kubernetes: where instance pods and volume claims live
     image: str | None = None  # kubernetes: the workload container image
+    slurm_conf: Path | None = None  # slurm: None is $SLURM_CONF or Slurm's default
+    partition: str = "lowcostgpu"  # slurm: the partition lowcostgpu's jobs run in
+    slurm_shared_dir: Path | None = None  # slurm: None is <data_dir>/slurm (docs/slurm.md)
+    fleet_from_slurm: bool = False  # slurm: the fleet is the partition's nodes (no --fleet)
+    region: str = "slurm"  # slurm, --fleet-from-slurm: the region of the partition's hosts
+    slurm_gpu_type: str | None = None  # --fleet-from-slurm: type of nodes that name none
     victim_policy: str = DEFAULT_POLICY_NAME  # which preemptible work a reclaim takes first
     min_runtime_s: int = 300  # a (re)started preemptible allocation's protection from reclaim
     on_demand_hold_s: int = 120  # GPUs freed after an on-demand refusal wait this long for it
@@ -105,11 +115,12 @@ def webhooks_of(options: ServeOptions, wired: Wired) -> Webhooks:
 def connect(options: ServeOptions) -> Kube | None:
     """The Kubernetes API server of `--runtime kubernetes`, reached now: a bad kubeconfig or an
     unreachable server is a clear error at start, before any state is written."""
-    if options.runtime == "local":
+    if options.runtime in ("local", "slurm"):
         return None
     if options.runtime != "kubernetes":
         raise ConfigError(
-            f"unknown runtime {options.runtime!r}", hint="use --runtime local or kubernetes"
+            f"unknown runtime {options.runtime!r}",
+            hint="use --runtime local, kubernetes or slurm",
         )
     from lowcostgpu.adapters.kubernetes import Kube
 
@@ -117,6 +128,81 @@ def connect(options: ServeOptions) -> Kube | None:
     kube.eviction_version()
     kube.check_namespace(options.namespace)
     return kube
+
+
+SLURM_DEFAULT_CONF = Path("/etc/slurm/slurm.conf")
+
+
+def connect_slurm(options: ServeOptions) -> Slurm | None:
+    """The Slurm cluster of `--runtime slurm`, reached now: a missing or bad slurm.conf, a
+    slurmctld that does not answer, or a partition that is not there (or preempts by itself) is
+    a clear error at start, before any state is written."""
+    if options.runtime != "slurm":
+        return None
+    from lowcostgpu.adapters.slurm import Slurm
+    from lowcostgpu.adapters.slurm.fleet import check_cluster
+
+    conf = options.slurm_conf or Path(os.environ.get("SLURM_CONF") or SLURM_DEFAULT_CONF)
+    if not conf.is_file():  # Slurm's commands would retry a missing file for 60 s
+        raise ConfigError(
+            f"the Slurm configuration {conf} does not exist (or is not a file)",
+            hint="give the cluster's slurm.conf with --slurm-conf FILE (or SLURM_CONF); "
+            "for a throw-away cluster: scripts/slurm-lab.sh start DIR",
+        )
+    slurm = Slurm(conf.resolve())
+    try:
+        check_cluster(slurm, options.partition)
+    except InvalidRequest as exc:  # any other refusal of the checks: in Slurm's own words
+        raise ConfigError(
+            f"{slurm.where} cannot be used: {exc.message}",
+            hint="check --slurm-conf (`SLURM_CONF=FILE scontrol ping` shows what is wrong)",
+        ) from None
+    return slurm
+
+
+def hosts_of(
+    options: ServeOptions, catalog: Catalog, slurm: Slurm | None, hosts: list[Host]
+) -> list[Host]:
+    """The fleet: the fleet file's hosts; on Slurm checked against the partition's nodes (a
+    clear error on a disagreement, see `adapters.slurm.fleet`), or taken from them."""
+    if slurm is None:
+        return hosts
+    from lowcostgpu.adapters.slurm.fleet import check_fleet, fleet_from_slurm, partition_nodes
+
+    nodes = partition_nodes(slurm, options.partition)
+    if options.fleet_from_slurm:
+        return fleet_from_slurm(
+            nodes,
+            catalog,
+            region=options.region,
+            partition=options.partition,
+            gpu_type=options.slurm_gpu_type,
+        )
+    for warning in check_fleet(hosts, nodes, options.partition, catalog):
+        log.warning("%s", warning)
+    return hosts
+
+
+def fleet_file_of(options: ServeOptions, catalog: Catalog) -> list[Host]:
+    """The fleet file's hosts (the shipped demo fleet without --fleet, except on Slurm: there
+    the fleet must be the cluster's, from a file or from the partition)."""
+    if options.fleet_from_slurm:
+        if options.runtime != "slurm":
+            raise ConfigError(
+                "--fleet-from-slurm needs --runtime slurm", hint="leave out --fleet-from-slurm"
+            )
+        if options.fleet is not None:
+            raise ConfigError(
+                "--fleet and --fleet-from-slurm were both given",
+                hint="give one: a fleet file (checked against the partition) or the partition",
+            )
+        return []  # read from the partition once Slurm answers (`hosts_of`)
+    if options.runtime == "slurm" and options.fleet is None:
+        raise ConfigError(
+            "--runtime slurm needs the fleet of the partition: the demo fleet is not your cluster",
+            hint="give --fleet FILE (checked against sinfo at start) or --fleet-from-slurm",
+        )
+    return load_fleet(options.fleet, catalog)
 
 
 def sandbox_of(options: ServeOptions) -> SandboxPolicy | None:
@@ -144,8 +230,11 @@ def runtime_of(
     store: Store,
     kube: Kube | None,
     sandbox: SandboxPolicy | None = None,
+    slurm: Slurm | None = None,
 ) -> tuple[Runtime, Volumes, NodeProvider | None]:
     """The runtime, volumes and node provider `--runtime` names."""
+    if slurm is not None:
+        return _slurm_runtime(options, data_dir, slurm)
     if kube is None:
         local = LocalRuntime(data_dir / "runtime", sandbox=sandbox)
         return local, LocalVolumes(data_dir), None
@@ -158,6 +247,51 @@ def runtime_of(
     return runtime, KubernetesVolumes(kube, namespace=options.namespace), nodes
 
 
+def _slurm_runtime(
+    options: ServeOptions, data_dir: Path, slurm: Slurm
+) -> tuple[Runtime, Volumes, NodeProvider | None]:
+    """Slurm jobs in `--partition`; their records (`runtime/`) and the volumes (`volumes/`) in
+    the shared directory, which every node must mount at the same path (docs/slurm.md).
+
+    Volume size limits are enforced (loop-mounted images, as on the local runtime) only when
+    every node of the partition runs on this machine (a lab): a loop mount made here is not seen
+    by another machine, whose workload would write under it."""
+    from lowcostgpu.adapters.slurm import SlurmRuntime
+    from lowcostgpu.adapters.slurm.fleet import partition_nodes
+
+    shared = (options.slurm_shared_dir or data_dir / "slurm").expanduser().resolve()
+    try:
+        (shared / "runtime").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"the Slurm shared directory {shared} cannot be made: {exc.strerror or exc}",
+            hint="give --slurm-shared-dir a directory on the filesystem every node mounts",
+        ) from None
+    here = all(n.on_loopback for n in partition_nodes(slurm, options.partition))
+    _warn_slurm_volumes(shared, limits_enforceable=here)
+    volumes = LocalVolumes(shared, enforce=None if here else False)
+    # Cluster nodes on Slurm: pass `nodes=SlurmNodes(...)` (adapters/slurm/nodes.py) to the
+    # runtime here and return it as the node provider; until then clusters get placeholders.
+    nodes: NodeProvider | None = None
+    runtime = SlurmRuntime(slurm, shared / "runtime", partition=options.partition)
+    return runtime, volumes, nodes
+
+
+def _warn_slurm_volumes(shared: Path, *, limits_enforceable: bool) -> None:
+    if not limits_enforceable:
+        log.warning(
+            "volumes under %s are plain directories on the shared filesystem: their size limit "
+            "is reported, not enforced (a loop mount made here is not seen by other nodes)",
+            shared,
+        )
+    log.warning(
+        "Slurm workloads run as this server's user on the nodes, not sandboxed: each can read "
+        "the other accounts' volumes under %s. Do not let untrusted customers launch here "
+        "(docs/slurm.md).",
+        shared,
+    )
+
+
 def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     check_interval(options.metering_interval_s)
     options.webhook_policy.check()
@@ -167,13 +301,15 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
         policy=policy_by_name(options.victim_policy),
     )
     catalog = load_catalog(options.catalog)
-    hosts = load_fleet(options.fleet, catalog)
+    hosts = fleet_file_of(options, catalog)
     kube = connect(options)
+    slurm = connect_slurm(options)
+    hosts = hosts_of(options, catalog, slurm, hosts)
     check_listen(options.host, options.port)
     sandbox = sandbox_of(options)
     data_dir = prepare_data_dir(options.data_dir)
     store = SqlStore.open(options.db or f"sqlite:///{data_dir / 'lowcostgpu.db'}")
-    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube, sandbox)
+    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube, sandbox, slurm)
     wired = wire(
         store=store,
         runtime=runtime,

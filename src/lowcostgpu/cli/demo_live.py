@@ -9,10 +9,18 @@ the meter: GPU-hours, storage, exact and rounded amounts, savings against on-dem
 
 Everything goes through the HTTP API with the client the CLI uses; nothing is scripted but the
 two launches.
+
+With `--runtime slurm` the same session runs on a Slurm cluster (`SlurmDemo`): each run is a
+Slurm job. The demo's fleet is one node of the partition, the first idle one with a GPU, as an
+A100 host with the node's GPU count; the on-demand launch asks for all of them, so it must take
+the GPU the training holds, whatever the node has. Without `--slurm-conf` or `SLURM_CONF` it starts
+a throw-away cluster on this machine (`scripts/slurm-lab.sh`: one node, one GPU) when it can —
+root, Debian's Slurm packages, a source checkout — and says so; else it says how to get one.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import socket
@@ -21,27 +29,62 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
+from lowcostgpu.adapters.slurm import Slurm
+from lowcostgpu.adapters.slurm.fleet import partition_nodes
 from lowcostgpu.api.server import Running, start
-from lowcostgpu.bootstrap.serve import ServeOptions
+from lowcostgpu.bootstrap.serve import ServeOptions, connect_slurm
 from lowcostgpu.cli.timeline import Timeline
 from lowcostgpu.client.api import Client
-from lowcostgpu.domain.errors import LowcostgpuError, Unavailable
+from lowcostgpu.domain.errors import ConfigError, LowcostgpuError, Unavailable
 
-FLEET = """
+FLEET_OF = """
 [[region]]
 name = "eu-west"
   [[region.hosts]]
-  name = "demo-box"
+  name = "{host}"
   gpu_type = "a100-sxm4"
-  gpus = 1
+  gpus = {gpus}
 """
+FLEET = FLEET_OF.format(host="demo-box", gpus=1)
+LAB_SCRIPT = Path(__file__).parents[3] / "scripts" / "slurm-lab.sh"  # in a source checkout
+LAB_BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
+LAB_START_TIMEOUT_S = 60
 TRAIN_ARGS = ["--steps", "120", "--every-steps", "20", "--step-delay-s", "0.1"]
 RECLAIM_AFTER_STEP = 40
 GRACE_PERIOD_S = 10
 ON_DEMAND_S = 6
 TIMEOUT_S = 240
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmDemo:
+    """Where `demo --runtime slurm` runs: a cluster (None: $SLURM_CONF, else a throw-away lab),
+    its partition, and a directory every node mounts (None: a temporary one on this machine)."""
+
+    conf: Path | None = None
+    partition: str = "lowcostgpu"
+    shared_dir: Path | None = None
+
+    @classmethod
+    def of(
+        cls, runtime: str, conf: Path | None, partition: str, shared_dir: Path | None
+    ) -> SlurmDemo:
+        if runtime != "slurm":
+            raise ConfigError(
+                f"the demo cannot run on runtime {runtime!r}", hint="use --runtime local or slurm"
+            )
+        return cls(conf, partition, shared_dir)
+
+
+@dataclass
+class _Place:
+    """What one demo made and must remove: its directories, and the lab it started, if any."""
+
+    dirs: list[Path]
+    lab: Path | None = None
 
 
 def _free_port() -> int:
@@ -50,23 +93,145 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_live_demo(say: Callable[[str], None], keep: bool = False) -> dict[str, object]:
-    """Play the session; returns what happened (for tests): steps, usage, bill."""
+def run_live_demo(
+    say: Callable[[str], None], keep: bool = False, slurm: SlurmDemo | None = None
+) -> dict[str, object]:
+    """Play the session; returns what happened (for tests): steps, usage, bill (and with
+    `slurm`, the Slurm jobs of the training run)."""
     tmp = Path(tempfile.mkdtemp(prefix="lowcostgpu-demo-"))
-    (tmp / "fleet.toml").write_text(FLEET)
+    place = _Place([tmp])
     admin_key = "lcg_admin_" + secrets.token_urlsafe(24)
     options = ServeOptions(
         data_dir=tmp / "data", fleet=tmp / "fleet.toml", port=_free_port(), admin_key=admin_key
     )
-    say(f"# a throw-away control plane at {options.url} (data in {tmp})")
-    running = start(options)
+    running: Running | None = None
     try:
-        return _session(running, admin_key, say)
+        if slurm is None:
+            (tmp / "fleet.toml").write_text(FLEET)
+            gpus = 1
+        else:
+            options, gpus = _on_slurm(options, slurm, place, say)
+        say(f"# a throw-away control plane at {options.url} (data in {tmp})")
+        running = start(options)
+        result = _session(running, admin_key, say, gpus)
+        if slurm is not None:
+            result["slurm_jobs"] = _slurm_jobs(options, result, say)
+        return result
     finally:
-        _cleanup(running, tmp, keep)
+        _cleanup(running, place, keep)
 
 
-def _session(running: Running, admin_key: str, say: Callable[[str], None]) -> dict[str, object]:
+def _on_slurm(
+    options: ServeOptions, slurm: SlurmDemo, place: _Place, say: Callable[[str], None]
+) -> tuple[ServeOptions, int]:
+    """The demo's options on Slurm, and the GPU count of its one host (the demo's fleet: the
+    first idle node of the partition with a GPU, as an A100 host with all its GPUs)."""
+    conf = slurm.conf or (Path(os.environ["SLURM_CONF"]) if os.environ.get("SLURM_CONF") else None)
+    if conf is None:
+        conf = _start_lab(place, say)
+    if slurm.shared_dir is not None:
+        slurm.shared_dir.mkdir(parents=True, exist_ok=True)
+        place.dirs.append(Path(tempfile.mkdtemp(prefix="lowcostgpu-demo-", dir=slurm.shared_dir)))
+    shared = place.dirs[-1] if slurm.shared_dir is not None else place.dirs[0] / "shared"
+    options = ServeOptions(
+        data_dir=options.data_dir,
+        fleet=options.fleet,
+        port=options.port,
+        admin_key=options.admin_key,
+        runtime="slurm",
+        slurm_conf=conf,
+        partition=slurm.partition,
+        slurm_shared_dir=shared,
+    )
+    cluster = connect_slurm(options)  # the clear errors of `serve`: no conf, down, no partition
+    assert cluster is not None
+    host, gpus = _demo_host(cluster, slurm.partition)
+    assert options.fleet is not None
+    options.fleet.write_text(FLEET_OF.format(host=host, gpus=gpus))
+    say(f"# on Slurm ({cluster.where}, partition {slurm.partition}): host {host}, {gpus} GPU(s)")
+    return options, gpus
+
+
+def _demo_host(cluster: Slurm, partition: str) -> tuple[str, int]:
+    for node in partition_nodes(cluster, partition):
+        if node.gpus >= 1 and node.state.lower().rstrip("*~#!%$@^-+") == "idle":
+            return node.name, node.gpus
+    raise Unavailable(
+        f"partition {partition!r} of {cluster.where} has no idle node with a GPU for the demo",
+        hint=f"wait for one (`sinfo -N -p {partition}`), or give another --partition",
+    )
+
+
+def _start_lab(place: _Place, say: Callable[[str], None]) -> Path:
+    """A throw-away cluster on this machine (one node, one GPU), or why there can be none."""
+    missing = [b for b in LAB_BINARIES if shutil.which(b) is None]
+    if missing or os.geteuid() != 0 or not LAB_SCRIPT.exists():
+        why = (
+            f"Slurm's {', '.join(missing)} are not installed"
+            if missing
+            else ("this is not root" if os.geteuid() != 0 else "scripts/slurm-lab.sh is not here")
+        )
+        raise ConfigError(
+            f"no Slurm cluster given (--slurm-conf or SLURM_CONF), and none can be made here: "
+            f"{why}",
+            hint="give your cluster's slurm.conf with --slurm-conf; or, as root in a checkout "
+            "of lowcostgpu: apt-get install --no-install-recommends slurmctld slurmd "
+            "slurm-client munge, then run the demo again (it starts a throw-away cluster)",
+        )
+    lab = Path(tempfile.mkdtemp(prefix="lowcostgpu-demo-slurm-"))
+    os.chmod(lab, 0o755)
+    place.dirs.append(lab)
+    argv = [str(LAB_SCRIPT), "start", str(lab), "1", "1", str(_free_port_pair())]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=LAB_START_TIMEOUT_S, check=False
+    )
+    if done.returncode != 0:
+        raise Unavailable(
+            f"the throw-away Slurm cluster did not start: {done.stderr.strip()[-400:]}",
+            hint=f"see the logs in {lab}/var/log, or give a cluster with --slurm-conf",
+        )
+    place.lab = lab
+    say(f"# no Slurm cluster given: a throw-away one here (scripts/slurm-lab.sh, in {lab})")
+    return lab / "slurm.conf"
+
+
+def _free_port_pair() -> int:
+    """A port whose next one is free too (the lab's slurmctld and its one slurmd)."""
+    for _ in range(50):
+        base = _free_port()
+        with suppress(OSError), socket.socket() as s:
+            s.bind(("127.0.0.1", base + 1))
+            return base
+    raise Unavailable("no two free ports in a row for a Slurm lab", hint="try again")
+
+
+def _slurm_jobs(
+    options: ServeOptions, result: dict[str, object], say: Callable[[str], None]
+) -> list[dict[str, str]]:
+    """The Slurm jobs of the training run, as Slurm lists them (it keeps ended jobs for
+    `MinJobAge`): a job per run, each named by its allocation, on the demo's host."""
+    instance = result["instance"]
+    assert isinstance(instance, dict)
+    cluster = Slurm(options.slurm_conf)
+    argv = ["squeue", "-h", "-a", "-t", "all", "-p", options.partition, "-o", "%i|%N|%T|%k"]
+    out = cluster.run(argv, what="listing the demo's Slurm jobs")
+    jobs = []
+    for line in out.splitlines():
+        parts = line.split("|", 3)  # the comment last: it may hold a '|'
+        if len(parts) != 4:
+            continue
+        job_id, node, state, comment = parts
+        if comment == f"lowcostgpu instance {instance['id']}":
+            jobs.append({"job_id": job_id, "node": node, "state": state})
+    jobs.sort(key=lambda j: int(j["job_id"]))
+    listed = ", ".join(f"{j['job_id']} on {j['node']} ({j['state'].lower()})" for j in jobs)
+    say(f"# Slurm ran {instance['id']} as {len(jobs)} job(s): {listed}")
+    return jobs
+
+
+def _session(
+    running: Running, admin_key: str, say: Callable[[str], None], gpus: int = 1
+) -> dict[str, object]:
     with Client(running.url, admin_key) as admin:
         created = admin.create_account("demo")
         admin.topup(created["id"], "10.00")
@@ -91,7 +256,7 @@ def _session(running: Running, admin_key: str, say: Callable[[str], None]) -> di
             step = timeline.instance["last_checkpoint_step"] or 0
             if not reclaimed and step >= RECLAIM_AFTER_STEP:
                 reclaimed = True
-                _reclaim(api, say)
+                _reclaim(api, say, gpus)
             time.sleep(0.3)
         usage = timeline.finish()
         bill = api.bill()
@@ -107,15 +272,19 @@ def _session(running: Running, admin_key: str, say: Callable[[str], None]) -> di
     }
 
 
-def _reclaim(api: Client, say: Callable[[str], None]) -> None:
+def _reclaim(api: Client, say: Callable[[str], None], gpus: int) -> None:
+    """On-demand work that needs every GPU of the host: the training's one among them."""
     on_demand = api.launch(
         gpu="a100-sxm4",
         type="on-demand",
+        gpus=gpus,
         command=["sleep", str(ON_DEMAND_S)],
         grace_period_s=GRACE_PERIOD_S,
     )
-    say(f"$ lowcostgpu launch --gpu a100-sxm4 --type on-demand -- sleep {ON_DEMAND_S}")
-    say(f"# on-demand {on_demand['id']} needs the GPU: the interruptible run is reclaimed")
+    count = f" --gpus {gpus}" if gpus > 1 else ""
+    say(f"$ lowcostgpu launch --gpu a100-sxm4{count} --type on-demand -- sleep {ON_DEMAND_S}")
+    needs = "the GPU" if gpus == 1 else f"all {gpus} GPUs of the host"
+    say(f"# on-demand {on_demand['id']} needs {needs}: the interruptible run is reclaimed")
 
 
 def _resumed_from(log: str) -> int | None:
@@ -140,17 +309,22 @@ def _print_bill(bill: dict[str, object], say: Callable[[str], None]) -> None:
     )
 
 
-def _cleanup(running: Running, tmp: Path, keep: bool) -> None:
-    runtime = running.wired.plane.runtime
-    for report in runtime.observe():
+def _cleanup(running: Running | None, place: _Place, keep: bool) -> None:
+    if running is not None:
+        runtime = running.wired.plane.runtime
         with suppress(LowcostgpuError):
-            runtime.kill(report.allocation_id)
-    running.stop()
+            for report in runtime.observe():
+                with suppress(LowcostgpuError):
+                    runtime.kill(report.allocation_id)
+        running.stop()
+    if place.lab is not None:  # its daemons stop; with --keep its files stay
+        subprocess.run([str(LAB_SCRIPT), "stop", str(place.lab)], check=False, capture_output=True)
     if keep:
         return
     mounts = Path("/proc/mounts").read_text() if Path("/proc/mounts").exists() else ""
     for line in mounts.splitlines():
         point = line.split()[1]
-        if point.startswith(str(tmp)):
+        if any(point.startswith(str(d)) for d in place.dirs):
             subprocess.run(["umount", point], check=False, capture_output=True)
-    shutil.rmtree(tmp, ignore_errors=True)
+    for directory in place.dirs:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -31,7 +31,13 @@ def version() -> None:
     typer.echo(__version__)
 
 
-@app.command(epilog=examples("lowcostgpu demo", "lowcostgpu demo --simulated"))
+@app.command(
+    epilog=examples(
+        "lowcostgpu demo",
+        "lowcostgpu demo --simulated",
+        "lowcostgpu demo --runtime slurm --slurm-conf /etc/slurm/slurm.conf",
+    )
+)
 def demo(
     simulated: Annotated[
         bool, typer.Option(help="play it on a virtual clock in a second, no processes")
@@ -40,6 +46,21 @@ def demo(
         Path | None, typer.Option(help="--simulated: fleet TOML file (default: the demo fleet)")
     ] = None,
     keep: Annotated[bool, typer.Option(help="keep the throw-away data directory")] = False,
+    runtime: Annotated[
+        str, typer.Option(help="local (processes here) or slurm (jobs of a Slurm cluster)")
+    ] = "local",
+    slurm_conf: Annotated[
+        Path | None,
+        typer.Option(
+            help="slurm: the cluster's slurm.conf (default: $SLURM_CONF; without either, a "
+            "throw-away cluster on this machine when it can make one)"
+        ),
+    ] = None,
+    partition: Annotated[str, typer.Option(help="slurm: the partition to run in")] = "lowcostgpu",
+    slurm_shared_dir: Annotated[
+        Path | None,
+        typer.Option(help="slurm: a directory every node mounts (default: a temporary one here)"),
+    ] = None,
 ) -> None:
     """The seed session for real: a throw-away server, a real training run reclaimed by
     on-demand work, checkpoint, requeue, resume from the same step, and the bill (~2 min)."""
@@ -49,9 +70,12 @@ def demo(
 
             run_demo(typer.echo, fleet)
             return
-        from lowcostgpu.cli.demo_live import run_live_demo
+        from lowcostgpu.cli.demo_live import SlurmDemo, run_live_demo
 
-        run_live_demo(typer.echo, keep=keep)
+        slurm = None
+        if runtime != "local":
+            slurm = SlurmDemo.of(runtime, slurm_conf, partition, slurm_shared_dir)
+        run_live_demo(typer.echo, keep=keep, slurm=slurm)
 
 
 MAX_WEBHOOK_BACKOFF_S = 3600.0
@@ -71,6 +95,8 @@ def _backoff_s(value: float) -> float:
         "lowcostgpu serve",
         "lowcostgpu serve --db postgresql://lcg@db/lcg --port 8080 --fleet fleet.toml",
         "lowcostgpu serve --runtime kubernetes --kubeconfig ~/.kube/config --image IMAGE",
+        "lowcostgpu serve --runtime slurm --slurm-conf /etc/slurm/slurm.conf --fleet-from-slurm "
+        "--slurm-shared-dir /shared/lowcostgpu",
     )
 )
 def serve(
@@ -108,7 +134,8 @@ def serve(
         ),
     ] = 30.0,
     runtime: Annotated[
-        str, typer.Option(help="local (processes here) or kubernetes (pods and Nodes)")
+        str,
+        typer.Option(help="local (processes here), kubernetes (pods and Nodes) or slurm (jobs)"),
     ] = "local",
     kubeconfig: Annotated[
         Path | None, typer.Option(help="kubernetes: kubeconfig file (default: $KUBECONFIG)")
@@ -118,6 +145,33 @@ def serve(
     ] = "default",
     image: Annotated[
         str | None, typer.Option(help="kubernetes: container image of workloads")
+    ] = None,
+    slurm_conf: Annotated[
+        Path | None,
+        typer.Option(help="slurm: the cluster's slurm.conf (default: $SLURM_CONF, else Slurm's)"),
+    ] = None,
+    partition: Annotated[
+        str, typer.Option(help="slurm: the partition lowcostgpu runs jobs in (PreemptMode=OFF)")
+    ] = "lowcostgpu",
+    slurm_shared_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="slurm: runs' records and volumes, on a filesystem every node mounts at the "
+            "same path (default: DATA_DIR/slurm)"
+        ),
+    ] = None,
+    fleet_from_slurm: Annotated[
+        bool, typer.Option(help="slurm: the fleet is the partition's GPU nodes (no --fleet)")
+    ] = False,
+    region: Annotated[
+        str, typer.Option(help="slurm, --fleet-from-slurm: the region of the partition's hosts")
+    ] = "slurm",
+    slurm_gpu_type: Annotated[
+        str | None,
+        typer.Option(
+            help="slurm, --fleet-from-slurm: GPU type of nodes whose gres type and features "
+            "name none"
+        ),
     ] = None,
     victim_policy: Annotated[
         str,
@@ -149,7 +203,7 @@ def serve(
         ),
     ] = False,
 ) -> None:
-    """Run the control plane: store, reconcile loop, runtime (local or Kubernetes), the API."""
+    """Run the control plane: store, reconcile loop, runtime (local, Kubernetes or Slurm), API."""
     from lowcostgpu.api.server import serve as run_server
     from lowcostgpu.app.webhooks import WebhookPolicy
     from lowcostgpu.bootstrap.serve import ServeOptions
@@ -159,6 +213,8 @@ def serve(
         allow_private_webhooks=allow_private_webhooks,
         webhook_policy=WebhookPolicy(first_backoff_s=webhook_backoff_s),
         runtime=runtime, kubeconfig=kubeconfig, namespace=namespace, image=image,
+        slurm_conf=slurm_conf, partition=partition, slurm_shared_dir=slurm_shared_dir,
+        fleet_from_slurm=fleet_from_slurm, region=region, slurm_gpu_type=slurm_gpu_type,
         victim_policy=victim_policy, min_runtime_s=min_runtime_s,
         on_demand_hold_s=on_demand_hold_s, sandbox=not no_sandbox,
     )  # fmt: skip
