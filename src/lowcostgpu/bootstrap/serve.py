@@ -234,7 +234,7 @@ def runtime_of(
 ) -> tuple[Runtime, Volumes, NodeProvider | None]:
     """The runtime, volumes and node provider `--runtime` names."""
     if slurm is not None:
-        return _slurm_runtime(options, data_dir, slurm)
+        return _slurm_runtime(options, data_dir, store, slurm)
     if kube is None:
         local = LocalRuntime(data_dir / "runtime", sandbox=sandbox)
         return local, LocalVolumes(data_dir), None
@@ -248,7 +248,7 @@ def runtime_of(
 
 
 def _slurm_runtime(
-    options: ServeOptions, data_dir: Path, slurm: Slurm
+    options: ServeOptions, data_dir: Path, store: Store, slurm: Slurm
 ) -> tuple[Runtime, Volumes, NodeProvider | None]:
     """Slurm jobs in `--partition`; their records (`runtime/`) and the volumes (`volumes/`) in
     the shared directory, which every node must mount at the same path (docs/slurm.md).
@@ -256,7 +256,7 @@ def _slurm_runtime(
     Volume size limits are enforced (loop-mounted images, as on the local runtime) only when
     every node of the partition runs on this machine (a lab): a loop mount made here is not seen
     by another machine, whose workload would write under it."""
-    from lowcostgpu.adapters.slurm import SlurmRuntime
+    from lowcostgpu.adapters.slurm import SlurmNodes, SlurmRuntime
     from lowcostgpu.adapters.slurm.fleet import partition_nodes
 
     shared = (options.slurm_shared_dir or data_dir / "slurm").expanduser().resolve()
@@ -270,10 +270,10 @@ def _slurm_runtime(
     here = all(n.on_loopback for n in partition_nodes(slurm, options.partition))
     _warn_slurm_volumes(shared, limits_enforceable=here)
     volumes = LocalVolumes(shared, enforce=None if here else False)
-    # Cluster nodes on Slurm: pass `nodes=SlurmNodes(...)` (adapters/slurm/nodes.py) to the
-    # runtime here and return it as the node provider; until then clusters get placeholders.
-    nodes: NodeProvider | None = None
-    runtime = SlurmRuntime(slurm, shared / "runtime", partition=options.partition)
+    # Cluster nodes are whole Slurm nodes in partitions of their own (adapters/slurm/nodes.py);
+    # their records sit beside the runs' (a dot directory: the runtime's observe skips it).
+    nodes = SlurmNodes(slurm, store, shared / "runtime" / ".nodes")
+    runtime = SlurmRuntime(slurm, shared / "runtime", partition=options.partition, nodes=nodes)
     return runtime, volumes, nodes
 
 

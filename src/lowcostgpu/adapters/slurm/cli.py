@@ -155,10 +155,7 @@ class Slurm:
         SIGTERM took 7.4 s to end under the lab's KillWait=5; killed step by step, 0.5 s).
         Steps first: once the batch shell is gone the job ends, and Slurm's own end sends
         SIGTERM to steps still running. A job that has already ended is not an error."""
-        steps = [s for s in self.steps(job_id) if s.rpartition(".")[2] not in ("batch", "extern")]
-        if steps:
-            with contextlib.suppress(NotFound):  # a step that ended meanwhile
-                self.run(["scancel", "--signal=KILL", *steps], what=f"killing job {job_id}'s steps")
+        self.kill_steps(job_id)
         try:
             self.run(
                 ["scancel", "--batch", "--signal=KILL", job_id],
@@ -169,6 +166,15 @@ class Slurm:
         except InvalidRequest as exc:
             if not no_batch_shell(exc):
                 raise
+
+    def kill_steps(self, job_id: str) -> bool:
+        """SIGKILL now to the job's steps (srun), not to its batch shell; False if it has none
+        running (it has not started one yet, or it has ended)."""
+        steps = [s for s in self.steps(job_id) if s.rpartition(".")[2] not in ("batch", "extern")]
+        if steps:
+            with contextlib.suppress(NotFound):  # a step that ended meanwhile
+                self.run(["scancel", "--signal=KILL", *steps], what=f"killing job {job_id}'s steps")
+        return bool(steps)
 
     def steps(self, job_id: str) -> list[str]:
         """The job's running steps (`squeue -s`): `<job>.<step>`, `<job>.batch`, `<job>.extern`."""

@@ -10,8 +10,10 @@ exits in its grace COMPLETED (docs/slurm.md).
   submitting twice (a directory per allocation, made first, is the claim). The workload runs as
   a step under `srun` in the batch script of `batch.py`, which records its exit code on the
   shared filesystem. A requeued run is a new allocation: a new job on the same volume.
-- `signal` (SIGTERM): `scancel --signal=TERM` to the job's steps. `kill`: `--signal=KILL`.
-  A pending job is cancelled instead (it has not run: nothing to save).
+- `signal` (SIGTERM): `scancel --signal=TERM` to the job's steps. `kill`: SIGKILL to the steps
+  (`scancel --signal=KILL JOB` would be a cancel: SIGTERM first, SIGKILL `KillWait` later), the
+  batch shell too if no step runs yet. A pending job is cancelled (it has not run: nothing to
+  save).
 - `observe`: the records in each allocation's directory, plus one `squeue` of the partition for
   the runs that have none yet (pending, running, or gone from Slurm without a record).
 
@@ -273,8 +275,10 @@ class SlurmRuntime:
             return
         if job.state in _PENDING:
             self.slurm.cancel(job_id)
-        else:
+        elif signal == "TERM":
             self.slurm.signal(job_id, signal)
+        elif not self.slurm.kill_steps(job_id):  # its step not started (or over): the shell too
+            self.slurm.kill_job(job_id)
 
     def _job_named(self, allocation_id: str) -> QueuedJob | None:
         name = self._job_prefix + allocation_id
@@ -292,7 +296,7 @@ class SlurmRuntime:
             gone = "exit status unknown: the job is gone from Slurm without an exit record"
             return WorkloadReport(alloc, instance, "exited", None, gone, at=int(self.clock()))
         if job.state in _ENDED:
-            code = _signal_code(directory) if job.state == "CANCELLED" else None
+            code = _signal_code(directory, job.state)
             reason = f"Slurm job {job.job_id} ended {job.state} without an exit record"
             return WorkloadReport(alloc, instance, "exited", code, reason, int(self.clock()))
         if started is not None:
@@ -318,12 +322,14 @@ def _final_report(directory: Path) -> WorkloadReport | None:
     return WorkloadReport(alloc, instance, "exited", int(code), "", _seconds(at))
 
 
-def _signal_code(directory: Path) -> int | None:
-    """A job cancelled before its batch shell could record an exit: 137 if we killed it, 143 if
-    we sent it SIGTERM (a pending job is cancelled, not signalled), else unknown."""
+def _signal_code(directory: Path, state: str) -> int | None:
+    """A job that ended before its batch shell could record an exit: 137 if we killed it (the
+    shell too, when its step had not started), 143 if we cancelled it pending at a SIGTERM;
+    else unknown."""
     if (directory / batch.KILLED_MARK).exists():
         return 137
-    return 143 if (directory / batch.SIGTERM_MARK).exists() else None
+    cancelled = state == "CANCELLED" and (directory / batch.SIGTERM_MARK).exists()
+    return 143 if cancelled else None
 
 
 def _seconds(value: object) -> int | None:
