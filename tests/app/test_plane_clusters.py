@@ -196,3 +196,21 @@ def test_the_fleet_view_counts_gpus_that_cluster_nodes_hold() -> None:
     w.plane.clusters.create_cluster(cluster(desired=4))  # a 4-GPU standard and a preemptible node
     (pool,) = pools(w.plane)
     assert (pool.gpus, pool.on_demand_gpus, pool.interruptible_gpus, pool.free_gpus) == (8, 4, 4, 0)
+
+
+@pytest.mark.parametrize(("gpus_per_node", "accepted"), [(8, True), (4, False), (9, False)])
+def test_where_nodes_are_whole_hosts_a_node_size_must_be_a_host_size_of_the_pool(
+    gpus_per_node: int, accepted: bool
+) -> None:
+    from dataclasses import replace
+
+    w = World(gpus=8)
+    w.plane.config = replace(w.plane.config, whole_host_nodes=True)  # as on Slurm
+    request = ClusterRequest("acme", "a100-sxm4", gpus_per_node, 1, 0)
+    if accepted:
+        assert w.plane.clusters.create_cluster(request).cluster.gpus_per_node == 8
+        return
+    with pytest.raises(InvalidRequest, match="a cluster node is a whole host") as refused:
+        w.plane.clusters.create_cluster(request)
+    assert "(8)" in refused.value.message and refused.value.hint == "ask for gpus_per_node=8"
+    assert w.plane.clusters.list_clusters("acme") == []

@@ -31,7 +31,7 @@ from lowcostgpu.core.nodes import (
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
-from lowcostgpu.domain.errors import NotFound
+from lowcostgpu.domain.errors import InvalidRequest, NotFound
 from lowcostgpu.ports.clock import IdSource
 from lowcostgpu.ports.store import Store
 
@@ -84,8 +84,10 @@ class ClusterService:
         catalog: Catalog,
         scheduler: Callable[[], SchedulerConfig],
         decide: Decide,
+        whole_host_nodes: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
+        self._whole_host_nodes = whole_host_nodes
         self.ids = ids
         self.pools = pools
         self.catalog = catalog
@@ -93,9 +95,12 @@ class ClusterService:
         self._decide = decide
 
     def create_cluster(self, request: ClusterRequest) -> ClusterView:
+        pool = self._pool(request.gpu_type, request.region)
+        if self._whole_host_nodes():
+            self._check_whole_hosts(pool, request.gpus_per_node)
         cluster_id = self.ids.new_id("c")
         spec = ClusterSpec(
-            pool=self._pool(request.gpu_type, request.region),
+            pool=pool,
             gpus_per_node=request.gpus_per_node,
             standard_nodes=request.standard_nodes,
             desired_preemptible_gpus=request.desired_preemptible_gpus,
@@ -161,6 +166,18 @@ class ClusterService:
         if node is None:
             raise NotFound(f"no node {node_id} in cluster {cluster_id}")
         convert_node_class(node, CapacityClass.parse(to))
+
+    def _check_whole_hosts(self, pool: PoolKey, gpus_per_node: int) -> None:
+        """On a runtime whose nodes are whole hosts, a node size must be one of the pool's."""
+        sizes = self.pools.host_sizes(pool)
+        if gpus_per_node not in sizes:
+            listed = ", ".join(str(s) for s in sizes)
+            raise InvalidRequest(
+                f"on this runtime a cluster node is a whole host: gpus_per_node must be the GPU "
+                f"count of a {pool.gpu_type} host in {pool.region} ({listed}), got "
+                f"{gpus_per_node!r}",
+                hint=f"ask for gpus_per_node={sizes[-1]}" if sizes else None,
+            )
 
     def _pool(self, gpu_type: str, region: str | None) -> PoolKey:
         canonical = self.catalog.resolve_gpu(gpu_type).name  # `a100` → a100-sxm4, or an error

@@ -81,9 +81,16 @@ class FleetPools:
 
     def __init__(self, hosts: Iterable[Host]) -> None:
         regions: dict[str, set[str]] = {}
+        sizes: dict[PoolKey, set[int]] = {}
         for h in hosts:
             regions.setdefault(h.pool.gpu_type, set()).add(h.pool.region)
+            sizes.setdefault(h.pool, set()).add(h.gpu_count)
         self._regions = {gpu_type: sorted(r) for gpu_type, r in regions.items()}
+        self._sizes = {pool: tuple(sorted(s)) for pool, s in sizes.items()}
+
+    def host_sizes(self, pool: PoolKey) -> tuple[int, ...]:
+        """The GPU counts of the pool's hosts, smallest first."""
+        return self._sizes.get(pool, ())
 
     def pool(self, gpu_type: str, region: str | None) -> PoolKey:
         """The pool a request for `gpu_type` (in `region`, or the first region that has it)

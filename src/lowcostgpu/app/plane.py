@@ -90,6 +90,9 @@ class PlaneConfig:
     poll_interval_s: float = 1.0  # how often the loop looks at the runtime at the latest
     low_balance_usd: Decimal = billing.DEFAULT_LOW_BALANCE_USD  # `BalanceLow` below this
     effect_retry: RetryPolicy = field(default_factory=RetryPolicy)  # failed effects' backoff
+    # Cluster nodes must be whole hosts (Slurm: a partition holds whole nodes); a cluster whose
+    # gpus_per_node is no host size of its pool is refused at creation.
+    whole_host_nodes: bool = False
 
 
 class ControlPlane:
@@ -148,6 +151,7 @@ class ControlPlane:
             catalog=catalog,
             scheduler=lambda: self.config.scheduler,  # the config changes at run time
             decide=self._decide,
+            whole_host_nodes=lambda: self.config.whole_host_nodes,
         )
 
         self.volume_service = VolumeService(

@@ -321,7 +321,11 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
         catalog=catalog,
         tokens=token_keys.rotate(data_dir, [i.state for i in store.live_instances()], time.time()),
         metadata_url=f"{options.url}/v1/metadata",
-        config=PlaneConfig(scheduler, metering_interval_s=options.metering_interval_s),
+        config=PlaneConfig(
+            scheduler,
+            metering_interval_s=options.metering_interval_s,
+            whole_host_nodes=slurm is not None,  # a Slurm partition holds whole nodes
+        ),
     )
     wired.plane.standby = True  # until the loop holds the store's lead
     if kube is not None:  # observe from a watch; a changed pod wakes the loop at once

@@ -242,7 +242,7 @@ class PlaneWorld(NodesWorld):
             catalog=load_catalog(),
             secret=b"0123456789abcdef0123456789abcdef",
             metadata_url="http://127.0.0.1:9/v1/metadata",
-            config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0)),
+            config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0), whole_host_nodes=True),
         )
         self.plane = self.wired.plane
 
