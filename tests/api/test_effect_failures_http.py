@@ -72,3 +72,18 @@ def test_a_start_that_keeps_failing_delays_no_other_accounts_launch(api: Api) ->
         assert b.instance(other["id"])["status"] == "running"
         for i in (other["id"], queued["id"]):
             b.stop(i)
+
+
+def test_the_log_of_a_run_placed_but_not_started_yet_is_empty_not_missing(api: Api) -> None:
+    wired = api.running.wired
+    wired.runner.runtime = DoomedStarts(wired.runner.runtime)  # type: ignore[assignment]
+    policy = RetryPolicy(first_backoff_s=1, max_backoff_s=1, max_attempts=1000)
+    wired.plane.config = replace(wired.plane.config, effect_retry=policy)
+    _, user = api.account("tenant-logs")
+    with user:
+        waiting = user.launch(
+            gpu="a100-sxm4", type="interruptible", command=HOLD, env={"DOOM": "1"}
+        )
+        wait_for(user, waiting["id"], {"starting"})  # placed; its start never carried out
+        assert user.logs(waiting["id"]) == ""
+        user.stop(waiting["id"])

@@ -178,5 +178,9 @@ def test_cli_logs_reads_the_run_asked_for(
 
 
 def test_the_events_say_there_were_two_runs_as_the_logs_do(restarted: Restarted) -> None:
-    reasons = [e["reason"] for e in restarted.user.timeline(restarted.inst["id"])]
-    assert reasons.count("Scheduled") == 2 and "Restarted" in reasons, reasons
+    def reasons() -> list[str]:
+        return [e["reason"] for e in restarted.user.timeline(restarted.inst["id"])]
+
+    # "Restarted" follows the run's start as the loop sees it, which may be after its first line
+    wait_until(lambda: "Restarted" in reasons(), what="the Restarted event")
+    assert reasons().count("Scheduled") == 2

@@ -107,11 +107,11 @@ def run_log(
     allocation = run_allocation(state, run, previous, scheduled)
     if allocation is None:
         return ""
+    if run is None and not previous:
+        return latest_log(ctx, state, allocation, tail_bytes)
     try:
         return ctx.runtime.logs(allocation, tail_bytes)
     except NotFound as exc:
-        if run is None and not previous:
-            raise
         which = f"run {placement_number(allocation)}"
         raise NotFound(
             f"no log of {which} of instance {state.id} is kept: {exc.message}",
@@ -119,11 +119,24 @@ def run_log(
         ) from None
 
 
+def latest_log(ctx: ApiContext, state: InstanceState, allocation: str, tail_bytes: int) -> str:
+    """The latest run's log; "" while that run is placed but its workload not started yet (the
+    runtime knows nothing of it until the start is carried out: a requeued run's first moments,
+    when a user following the log asks again)."""
+    try:
+        return ctx.runtime.logs(allocation, tail_bytes)
+    except NotFound:
+        if state.status is InstanceStatus.STARTING and state.allocation_id == allocation:
+            return ""
+        raise
+
+
 def _look(ctx: ApiContext, instance_id: str) -> tuple[InstanceState, str | None, str]:
     """One look: the instance's state, its current run, and that run's log."""
     state = ctx.plane.store.instance(instance_id).state
     current = latest_allocation(state)
-    return state, current, ctx.runtime.logs(current, LOG_LIMIT) if current is not None else ""
+    log = latest_log(ctx, state, current, LOG_LIMIT) if current is not None else ""
+    return state, current, log
 
 
 async def follow(
