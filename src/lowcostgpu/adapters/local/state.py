@@ -36,11 +36,12 @@ SHIM_DIED_REASON = "exit status unknown: the shim stopped while it was starting 
 RELAUNCH_REASON = "the control plane stopped during start; start() again launches the shim"
 
 
-def check_allocation_id(allocation_id: str) -> None:
-    """Allocation ids name directories: refuse anything that could leave the state directory."""
+def check_allocation_id(allocation_id: str, runtime: str = "local") -> None:
+    """Allocation ids name directories (and, on Slurm, jobs): refuse anything that could leave
+    the state directory."""
     if not _ID.fullmatch(allocation_id):
         raise InvalidRequest(
-            f"allocation id {allocation_id!r} is not valid for the local runtime",
+            f"allocation id {allocation_id!r} is not valid for the {runtime} runtime",
             hint="use letters, digits and '@.:_-' (at most 128 characters, starting with a letter "
             "or a digit)",
         )

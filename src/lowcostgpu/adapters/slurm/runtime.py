@@ -28,19 +28,18 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Literal, Protocol
 
+from lowcostgpu.adapters.local.state import check_allocation_id as check_id
 from lowcostgpu.adapters.slurm import batch
 from lowcostgpu.adapters.slurm.cli import QueuedJob, Slurm
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9@.:_-]{0,127}")
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 _ENDED = frozenset(
     {
@@ -75,13 +74,8 @@ class NodeAllocations(Protocol):
 
 
 def check_allocation_id(allocation_id: str) -> None:
-    """Allocation ids name directories and jobs: nothing that could leave the state directory."""
-    if not _ID.fullmatch(allocation_id):
-        raise InvalidRequest(
-            f"allocation id {allocation_id!r} is not valid for the Slurm runtime",
-            hint="use letters, digits and '@.:_-' (at most 128 characters, starting with a letter "
-            "or a digit)",
-        )
+    """Allocation ids name directories and jobs (the local runtime's rule)."""
+    check_id(allocation_id, "Slurm")
 
 
 class SlurmRuntime:
