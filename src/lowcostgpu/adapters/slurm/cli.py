@@ -27,6 +27,9 @@ _UNREACHABLE = (
     "munge",
 )
 _GONE = ("invalid job id", "already completing or completed", "job/step already completing")
+# scancel may exit with Slurm's error number (mod 256) and print nothing: ESLURM_INVALID_JOB_ID
+# (2017) and ESLURM_ALREADY_DONE (2021), seen when a signal races the job's end.
+_GONE_EXIT_CODES = {2017 % 256: "invalid job id", 2021 % 256: "already completing or completed"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,8 @@ class Slurm:
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip().splitlines()
             message = said[-1] if said else f"exit code {done.returncode}"
+            if not said and done.returncode in _GONE_EXIT_CODES:
+                message = f"{_GONE_EXIT_CODES[done.returncode]} (exit code {done.returncode})"
             lowered = message.lower()
             if any(text in lowered for text in _UNREACHABLE):
                 raise Unavailable(
