@@ -13,18 +13,21 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 import sqlalchemy as sa
+from alembic import command
 
 from lowcostgpu.adapters.store import MemoryStore, SqlStore
 from lowcostgpu.adapters.store.engine import parse_url
+from lowcostgpu.adapters.store.migrate import alembic_config
 from lowcostgpu.adapters.store.schema import metadata
 from lowcostgpu.core.lifecycle import InstanceState, Run
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
@@ -66,6 +69,49 @@ def pg_schema() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+@contextmanager
+def store_at_revision(
+    revision: str, dialect: str, directory: Path
+) -> Iterator[tuple[str, sa.Engine]]:
+    """A database migrated only up to `revision` (SQLite in `directory`, or a fresh PostgreSQL
+    schema), for a migration test to fill old-shaped rows into; its URL and an engine on it."""
+    url = pg_schema() if dialect == "postgresql" else _sqlite_url(directory)
+    with url as found:
+        engine = sa.create_engine(parse_url(found).url)
+        try:
+            with engine.begin() as conn:
+                command.upgrade(alembic_config(conn), revision)
+            yield found, engine
+        finally:
+            engine.dispose()
+
+
+@contextmanager
+def _sqlite_url(directory: Path) -> Iterator[str]:
+    yield f"sqlite:///{directory / 'store.db'}"
+
+
+def sqlite_plan_of_instances_read(directory: Path, read: Callable[[SqlStore], object]) -> str:
+    """SQLite's query plan of the one statement on `instances` that `read` sends through a
+    fresh store: the very statement, parameters included, not a hand-written copy of it."""
+    store = SqlStore.open(f"sqlite:///{directory / 'store.db'}")
+    sent: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if "FROM instances" in statement:
+            sent.append((statement, params))
+
+    try:
+        sa.event.listen(store._engine, "before_cursor_execute", record)
+        read(store)
+        [(statement, params)] = sent
+        with store._engine.connect() as conn:
+            plan = [str(r) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)]
+    finally:
+        store.close()
+    return " ".join(plan)
 
 
 @dataclass

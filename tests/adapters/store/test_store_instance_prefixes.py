@@ -7,13 +7,10 @@ account's never, whatever their ids; deleted ones only when asked.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-import sqlalchemy as sa
-from store_support import launch, state
+from store_support import launch, sqlite_plan_of_instances_read, state
 
-from lowcostgpu.adapters.store.sql import SqlStore
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.store import Commit, InstanceWrite, Store
 
@@ -67,21 +64,8 @@ def test_the_instances_of_one_account_whose_id_starts_so(
 def test_the_prefix_read_is_an_index_search_not_a_table_scan_on_sqlite(tmp_path: Path) -> None:
     """The very statement `instances_with_prefix` sends: SQLite walks the id range of the
     account's (account_id, id) index (migration 0012), not all of the account's instances."""
-    store = SqlStore.open(f"sqlite:///{tmp_path / 'store.db'}")
-    sent: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        if "FROM instances" in statement:
-            sent.append((statement, params))
-
-    try:
-        sa.event.listen(store._engine, "before_cursor_execute", record)
-        store.instances_with_prefix("acct-1", "i-c2", limit=3)
-        [(statement, params)] = sent
-        with store._engine.connect() as conn:
-            plan = [str(r) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)]
-    finally:
-        store.close()
-    searched = " ".join(plan)
-    assert "ix_instances_account_id" in searched and "id>? AND id<?" in searched, plan
-    assert "SCAN instances" not in searched, plan
+    searched = sqlite_plan_of_instances_read(
+        tmp_path, lambda store: store.instances_with_prefix("acct-1", "i-c2", limit=3)
+    )
+    assert "ix_instances_account_id" in searched and "id>? AND id<?" in searched, searched
+    assert "SCAN instances" not in searched, searched

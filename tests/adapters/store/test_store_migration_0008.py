@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from store_support import launch, pg_schema, state
+from store_support import launch, state, store_at_revision
 
 from lowcostgpu.adapters.store import SqlStore, StoreDataError, codec
-from lowcostgpu.adapters.store.engine import parse_url
 from lowcostgpu.adapters.store.migrate import alembic_config, current_revision
 from lowcostgpu.domain.status import InstanceStatus
 
@@ -23,23 +20,6 @@ INSERT = sa.text(
 )
 NEW = {"ix_instances_active", "ix_instances_account_created"}
 MANY = 2100  # more than one batch of the backfill (1000)
-
-
-@contextmanager
-def _at_0007(dialect: str, directory: Path) -> Iterator[tuple[str, sa.Engine]]:
-    with pg_schema() if dialect == "postgresql" else _sqlite(directory) as url:
-        engine = sa.create_engine(parse_url(url).url)
-        try:
-            with engine.begin() as conn:
-                command.upgrade(alembic_config(conn), "0007")
-            yield url, engine
-        finally:
-            engine.dispose()
-
-
-@contextmanager
-def _sqlite(directory: Path) -> Iterator[str]:
-    yield f"sqlite:///{directory / 'store.db'}"
 
 
 def _row(i: int, status: InstanceStatus = InstanceStatus.STOPPED) -> dict[str, object]:
@@ -65,7 +45,7 @@ def test_0008_fills_created_at_from_the_launch_and_downgrades_cleanly(
     """Rows of a 0007 database (over several batches, one without the field: its default 0) get
     their launch's created_at; pages and the live read work on them; the downgrade drops the
     column and the two indexes and keeps the rows and `ix_instances_live`."""
-    with _at_0007(dialect, tmp_path) as (url, engine):
+    with store_at_revision("0007", dialect, tmp_path) as (url, engine):
         old = [_row(i) for i in range(MANY)]
         old[7]["status"] = InstanceStatus.RUNNING.value
         legacy = json.loads(str(old[0]["launch"]))
@@ -101,7 +81,7 @@ def test_0008_fills_created_at_from_the_launch_and_downgrades_cleanly(
 
 
 def test_0008_refuses_a_launch_record_that_is_not_json(tmp_path: Path) -> None:
-    with _at_0007("sqlite", tmp_path) as (url, engine):
+    with store_at_revision("0007", "sqlite", tmp_path) as (url, engine):
         with engine.begin() as conn:
             conn.execute(INSERT, [{**_row(1), "launch": "{not json"}])
         with pytest.raises(StoreDataError, match="launch record of instance i-00001"):

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from store_support import launch, pg_schema, state
+from store_support import launch, state, store_at_revision
 
 from lowcostgpu.adapters.store import SqlStore, StoreDataError, codec
-from lowcostgpu.adapters.store.engine import parse_url
 from lowcostgpu.adapters.store.migrate import alembic_config, current_revision
 from lowcostgpu.domain.status import InstanceStatus
 
@@ -23,23 +20,6 @@ INSERT = sa.text(
 )
 NEW = {"ix_instances_account_id", "ix_instances_account_volume"}
 MANY = 2100  # more than one batch of the backfill (1000)
-
-
-@contextmanager
-def _at_0011(dialect: str, directory: Path) -> Iterator[tuple[str, sa.Engine]]:
-    with pg_schema() if dialect == "postgresql" else _sqlite(directory) as url:
-        engine = sa.create_engine(parse_url(url).url)
-        try:
-            with engine.begin() as conn:
-                command.upgrade(alembic_config(conn), "0011")
-            yield url, engine
-        finally:
-            engine.dispose()
-
-
-@contextmanager
-def _sqlite(directory: Path) -> Iterator[str]:
-    yield f"sqlite:///{directory / 'store.db'}"
 
 
 def _volume(i: int) -> str | None:
@@ -71,7 +51,7 @@ def test_0012_fills_volume_name_from_the_launch_and_downgrades_cleanly(
     field, one naming ""): each gets its launch's volume name (NULL for none), a volume's users
     are found through the new index, and the downgrade drops the column and both indexes and
     keeps the rows."""
-    with _at_0011(dialect, tmp_path) as (url, engine):
+    with store_at_revision("0011", dialect, tmp_path) as (url, engine):
         old = [_row(i) for i in range(MANY)]
         old[7]["status"] = InstanceStatus.DELETED.value
         legacy = json.loads(str(old[1]["launch"]))
@@ -113,7 +93,7 @@ def test_0012_fills_volume_name_from_the_launch_and_downgrades_cleanly(
 def test_0012_refuses_a_launch_record_it_cannot_read(
     tmp_path: Path, launch_text: str, words: str
 ) -> None:
-    with _at_0011("sqlite", tmp_path) as (url, engine):
+    with store_at_revision("0011", "sqlite", tmp_path) as (url, engine):
         with engine.begin() as conn:
             conn.execute(INSERT, [{**_row(1), "launch": launch_text}])
         with pytest.raises(StoreDataError, match=words):

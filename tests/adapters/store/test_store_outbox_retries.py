@@ -3,14 +3,12 @@ entries, only due entries are read, and a count never moves back."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from store_support import Backend, pg_schema
+from store_support import Backend, store_at_revision
 
 from lowcostgpu.adapters.store import SqlStore
 from lowcostgpu.adapters.store.engine import parse_url
@@ -119,23 +117,6 @@ def test_the_due_read_walks_the_partial_index_on_sqlite(tmp_path: Path) -> None:
     assert any("ix_outbox_due" in str(row) for row in plan), plan
 
 
-@contextmanager
-def _at_0008(dialect: str, directory: Path) -> Iterator[tuple[str, sa.Engine]]:
-    with pg_schema() if dialect == "postgresql" else _sqlite(directory) as url:
-        engine = sa.create_engine(parse_url(url).url)
-        try:
-            with engine.begin() as conn:
-                command.upgrade(alembic_config(conn), "0008")
-            yield url, engine
-        finally:
-            engine.dispose()
-
-
-@contextmanager
-def _sqlite(directory: Path) -> Iterator[str]:
-    yield f"sqlite:///{directory / 'store.db'}"
-
-
 def _outbox_shape(engine: sa.Engine) -> tuple[set[str], set[str]]:
     with engine.connect() as conn:
         inspector = sa.inspect(conn)
@@ -152,7 +133,7 @@ def test_0009_gives_existing_entries_a_due_retry_state_and_downgrades_cleanly(
         "INSERT INTO outbox (key, kind, payload, created_at, attempts, done_at)"
         " VALUES (:k, 'KillWorkload', '{}', 10, 0, :done)"
     )
-    with _at_0008(dialect, tmp_path) as (url, engine):
+    with store_at_revision("0008", dialect, tmp_path) as (url, engine):
         with engine.begin() as conn:
             conn.execute(insert, [{"k": "pending", "done": None}, {"k": "done", "done": 20}])
         store = SqlStore.open(url)

@@ -7,13 +7,10 @@ id, at most `limit`; another account's instances never, whatever their volume is
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-import sqlalchemy as sa
-from store_support import launch, state
+from store_support import launch, sqlite_plan_of_instances_read, state
 
-from lowcostgpu.adapters.store.sql import SqlStore
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.store import Commit, InstanceWrite, Store
 
@@ -77,21 +74,8 @@ def test_a_user_deleted_later_no_longer_keeps_the_volume_in_use(store: Store) ->
 def test_the_users_read_is_an_index_search_not_a_table_scan_on_sqlite(tmp_path: Path) -> None:
     """The very statement `instances_naming_volume` sends: SQLite searches the partial index
     `ix_instances_account_volume` at (account_id, volume_name), and sorts nothing."""
-    store = SqlStore.open(f"sqlite:///{tmp_path / 'store.db'}")
-    sent: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        if "FROM instances" in statement:
-            sent.append((statement, params))
-
-    try:
-        sa.event.listen(store._engine, "before_cursor_execute", record)
-        store.instances_naming_volume("acct-1", "ckpts", limit=6)
-        [(statement, params)] = sent
-        with store._engine.connect() as conn:
-            plan = [str(r) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)]
-    finally:
-        store.close()
-    searched = " ".join(plan)
-    assert "ix_instances_account_volume (account_id=? AND volume_name=?)" in searched, plan
-    assert "SCAN instances" not in searched and "TEMP B-TREE" not in searched, plan
+    searched = sqlite_plan_of_instances_read(
+        tmp_path, lambda store: store.instances_naming_volume("acct-1", "ckpts", limit=6)
+    )
+    assert "ix_instances_account_volume (account_id=? AND volume_name=?)" in searched, searched
+    assert "SCAN instances" not in searched and "TEMP B-TREE" not in searched, searched
