@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import slurm_lab
-from lowcostgpu.adapters.clock import SystemClock
+from lowcostgpu.adapters.clock import RandomIds, SystemClock
 from lowcostgpu.adapters.fakes import FakeVolumes
 from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.adapters.slurm import Slurm, SlurmRuntime
@@ -32,15 +32,6 @@ from waiting import wait_until
 
 PROGRAM = Path(__file__).parents[1] / "runtime" / "workload_program.py"
 CRED_EXPIRE_S = 120  # Slurm's default, which the lab keeps: a requeued job waits this + 1 s
-
-
-class _Ids:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def new_id(self, prefix: str) -> str:
-        self.n += 1
-        return f"{prefix}-{self.n:04d}"
 
 
 @pytest.fixture
@@ -60,7 +51,7 @@ def plane(runtime: SlurmRuntime) -> Wired:
         runtime=runtime,
         volumes=FakeVolumes(),
         clock=SystemClock(),
-        ids=_Ids(),
+        ids=RandomIds(),
         hosts=[Host("node3", PoolKey("eu-west", "a100-sxm4"), slurm_lab.GPUS)],
         catalog=load_catalog(),
         secret=b"0123456789abcdef0123456789abcdef",
