@@ -17,7 +17,7 @@ from lowcostgpu.adapters.local.state import check_allocation_id
 from lowcostgpu.adapters.local.volumes import check_volume_request
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
-from lowcostgpu.ports.runtime import VolumeMount, WorkloadReport, WorkloadStart
+from lowcostgpu.ports.runtime import VolumeMount, WorkloadReport, WorkloadStart, check_command
 
 SIGKILL_EXIT_CODE = 128 + 9
 
@@ -47,8 +47,7 @@ class FakeRuntime:
 
     def start(self, start: WorkloadStart) -> None:
         check_allocation_id(start.allocation_id)
-        if not start.argv:
-            raise InvalidRequest(f"workload of {start.instance_id} has an empty command")
+        check_command(start)
         known = self._workloads.get(start.allocation_id)
         if known is not None:
             known.start_calls += 1

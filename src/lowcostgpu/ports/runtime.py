@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.errors import InvalidRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,15 @@ class WorkloadStart:
     volume: VolumeMount | None = None
     grace_period_s: int = 300
     account_id: str = ""  # whose workload: a sandboxing runtime runs each account as its own uid
+
+
+def check_command(start: WorkloadStart) -> None:
+    """Every runtime refuses a start with nothing to run, in the same words."""
+    if not start.argv:
+        raise InvalidRequest(
+            f"workload of {start.instance_id} has an empty command",
+            hint="give the command to run, e.g. ['python', 'train.py']",
+        )
 
 
 WorkloadPhase = Literal["starting", "running", "exited", "start_failed"]

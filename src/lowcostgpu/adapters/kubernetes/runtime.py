@@ -34,7 +34,7 @@ from lowcostgpu.adapters.kubernetes.objects import (
 )
 from lowcostgpu.adapters.kubernetes.pods import report_of_pod
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound, Unavailable
-from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart
+from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart, check_command
 
 log = logging.getLogger(__name__)
 DEFAULT_IMAGE = "python:3.11-slim"
@@ -73,8 +73,7 @@ class KubernetesRuntime:
 
     def start(self, start: WorkloadStart) -> None:
         check_allocation_id(start.allocation_id)
-        if not start.argv:
-            raise InvalidRequest(f"workload of {start.instance_id} has an empty command")
+        check_command(start)
         self._check_host(start.host_id)
         secret = env_secret(start)
         self._create(self.kube.core.create_namespaced_secret, secret, "its environment")

@@ -55,7 +55,7 @@ from lowcostgpu.adapters.local.state import (
     shim_alive,
 )
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
-from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart
+from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart, check_command
 
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME")
 SHIM_PATH = Path(shim.__file__).resolve()
@@ -98,11 +98,7 @@ class LocalRuntime:
 
     def start(self, start: WorkloadStart) -> None:
         check_allocation_id(start.allocation_id)
-        if not start.argv:
-            raise InvalidRequest(
-                f"workload of {start.instance_id} has an empty command",
-                hint="give the command to run, e.g. ['python', 'train.py']",
-            )
+        check_command(start)
         self._reap_if_grown()
         alloc_dir = self._dir / start.allocation_id
         if alloc_dir.exists():

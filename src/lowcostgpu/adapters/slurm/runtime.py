@@ -38,7 +38,7 @@ from lowcostgpu.adapters.local.state import check_allocation_id as check_id
 from lowcostgpu.adapters.slurm import batch
 from lowcostgpu.adapters.slurm.cli import QueuedJob, Slurm
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
-from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart
+from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart, check_command
 
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 _ENDED = frozenset(
@@ -112,11 +112,7 @@ class SlurmRuntime:
 
     def start(self, start: WorkloadStart) -> None:
         check_allocation_id(start.allocation_id)
-        if not start.argv:
-            raise InvalidRequest(
-                f"workload of {start.instance_id} has an empty command",
-                hint="give the command to run, e.g. ['python', 'train.py']",
-            )
+        check_command(start)
         directory = self._dir / start.allocation_id
         directory.mkdir(exist_ok=True)
         with _locked(directory):
