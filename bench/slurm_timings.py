@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,11 +35,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from lowcostgpu.adapters.slurm import Slurm, SlurmRuntime
+from lowcostgpu.adapters.slurm import Slurm, SlurmRuntime, lab
 from lowcostgpu.adapters.slurm.fleet import partition_nodes
 from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart
 
-LAB = Path(__file__).parents[1] / "scripts" / "slurm-lab.sh"
 WORKLOAD = """
 import signal, sys, time
 from pathlib import Path
@@ -164,26 +160,12 @@ def _cluster(conf: Path | None) -> Iterator[tuple[Path, Path | None]]:
     if conf is not None:
         yield conf, None
         return
-    lab = Path(tempfile.mkdtemp(prefix="lcg-bench-slurm-"))
-    os.chmod(lab, 0o755)
+    root = Path(tempfile.mkdtemp(prefix="lcg-bench-slurm-"))
     try:
-        subprocess.run([str(LAB), "start", str(lab), "1", "1", str(_port_base())], check=True)
-        yield lab / "slurm.conf", lab / "shared"
+        yield lab.start(root, nodes=1, gpus=1), root / "shared"
     finally:
-        subprocess.run([str(LAB), "stop", str(lab)], check=False, capture_output=True)
-        shutil.rmtree(lab, ignore_errors=True)
-
-
-def _port_base() -> int:
-    for base in range(30017, 40000, 16):
-        try:
-            for port in (base, base + 1):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise SystemExit("no free ports for a Slurm lab")
+        lab.stop(root)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

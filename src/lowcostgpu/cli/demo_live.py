@@ -32,7 +32,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from lowcostgpu.adapters.slurm import Slurm
+from lowcostgpu.adapters.slurm import Slurm, lab
 from lowcostgpu.adapters.slurm.fleet import partition_nodes
 from lowcostgpu.api.server import Running, start
 from lowcostgpu.bootstrap.serve import ServeOptions, connect_slurm
@@ -49,9 +49,6 @@ name = "eu-west"
   gpus = {gpus}
 """
 FLEET = FLEET_OF.format(host="demo-box", gpus=1)
-LAB_SCRIPT = Path(__file__).parents[3] / "scripts" / "slurm-lab.sh"  # in a source checkout
-LAB_BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
-LAB_START_TIMEOUT_S = 60
 TRAIN_ARGS = ["--steps", "120", "--every-steps", "20", "--step-delay-s", "0.1"]
 RECLAIM_AFTER_STEP = 40
 GRACE_PERIOD_S = 10
@@ -164,45 +161,21 @@ def _demo_host(cluster: Slurm, partition: str) -> tuple[str, int]:
 
 def _start_lab(place: _Place, say: Callable[[str], None]) -> Path:
     """A throw-away cluster on this machine (one node, one GPU), or why there can be none."""
-    missing = [b for b in LAB_BINARIES if shutil.which(b) is None]
-    if missing or os.geteuid() != 0 or not LAB_SCRIPT.exists():
-        why = (
-            f"Slurm's {', '.join(missing)} are not installed"
-            if missing
-            else ("this is not root" if os.geteuid() != 0 else "scripts/slurm-lab.sh is not here")
-        )
+    why = lab.why_not_here()
+    if why is not None:
         raise ConfigError(
             f"no Slurm cluster given (--slurm-conf or SLURM_CONF), and none can be made here: "
             f"{why}",
             hint="give your cluster's slurm.conf with --slurm-conf; or, as root in a checkout "
-            "of lowcostgpu: apt-get install --no-install-recommends slurmctld slurmd "
-            "slurm-client munge, then run the demo again (it starts a throw-away cluster)",
+            f"of lowcostgpu: {lab.INSTALL}, then run the demo again (it starts a throw-away "
+            "cluster)",
         )
-    lab = Path(tempfile.mkdtemp(prefix="lowcostgpu-demo-slurm-"))
-    os.chmod(lab, 0o755)
-    place.dirs.append(lab)
-    argv = [str(LAB_SCRIPT), "start", str(lab), "1", "1", str(_free_port_pair())]
-    done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=LAB_START_TIMEOUT_S, check=False
-    )
-    if done.returncode != 0:
-        raise Unavailable(
-            f"the throw-away Slurm cluster did not start: {done.stderr.strip()[-400:]}",
-            hint=f"see the logs in {lab}/var/log, or give a cluster with --slurm-conf",
-        )
-    place.lab = lab
-    say(f"# no Slurm cluster given: a throw-away one here (scripts/slurm-lab.sh, in {lab})")
-    return lab / "slurm.conf"
-
-
-def _free_port_pair() -> int:
-    """A port whose next one is free too (the lab's slurmctld and its one slurmd)."""
-    for _ in range(50):
-        base = _free_port()
-        with suppress(OSError), socket.socket() as s:
-            s.bind(("127.0.0.1", base + 1))
-            return base
-    raise Unavailable("no two free ports in a row for a Slurm lab", hint="try again")
+    root = Path(tempfile.mkdtemp(prefix="lowcostgpu-demo-slurm-"))
+    place.dirs.append(root)
+    conf = lab.start(root, nodes=1, gpus=1)
+    place.lab = root
+    say(f"# no Slurm cluster given: a throw-away one here (scripts/slurm-lab.sh, in {root})")
+    return conf
 
 
 def _slurm_jobs(
@@ -318,7 +291,7 @@ def _cleanup(running: Running | None, place: _Place, keep: bool) -> None:
                     runtime.kill(report.allocation_id)
         running.stop()
     if place.lab is not None:  # its daemons stop; with --keep its files stay
-        subprocess.run([str(LAB_SCRIPT), "stop", str(place.lab)], check=False, capture_output=True)
+        lab.stop(place.lab)
     if keep:
         return
     mounts = Path("/proc/mounts").read_text() if Path("/proc/mounts").exists() else ""
