@@ -30,7 +30,7 @@ def test_the_volumes_page_lists_grows_and_deletes_one_row_per_volume(
     assert "1 GB" in rows.first.inner_text() and inst["id"] in rows.first.inner_text()
     page.fill("input[name=size-ckpts]", "3")
     page.click("#volumes tbody button:has-text('Grow')")
-    page.locator("#volume-result .notice").wait_for()
+    page.locator("#volume-result .notice").wait_for()  # shown once the table is redrawn
     assert "3 GB" in page.locator("#volumes tbody tr").first.inner_text()
     page.click("#volumes tbody button:has-text('Delete')")
     refusal = page.locator("#volume-result .problem")

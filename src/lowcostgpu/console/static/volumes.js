@@ -14,10 +14,13 @@ export async function volumesPage(main, _id, { signal }) {
   const list = h("div");
   const note = h("div", { id: "volume-result" });
   const order = {}; // the table's sort and page, kept across its redraws
+  // The outcome is shown once the table is redrawn, so a notice never sits beside the old row.
   const act = async (fn, done) => {
     clear(note);
-    try { await fn(); clear(note, h("div", { class: "notice" }, done)); } catch (err) { clear(note, problem(err)); }
-    await draw();
+    let outcome;
+    try { await fn(); outcome = h("div", { class: "notice" }, done); } catch (err) { outcome = problem(err); }
+    await draw().catch(() => {});
+    clear(note, outcome);
   };
   const resize = (v) => {
     const size = h("input", { type: "number", name: `size-${v.name}`, min: v.size_gb, value: v.size_gb, style: "width:80px", "aria-label": `new size of ${v.name} in GB` });
