@@ -75,6 +75,7 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     reporting = sum(h["rate_when_reporting"] for h in hidings)
     hiding = sum(h["rate_when_hiding"] for h in hidings)
     penalties = [r["checkpointer_penalty"] for r in runs if r["checkpointer_penalty"] is not None]
+    ratios = [r["checkpointer_cost_ratio"] for r in runs if r["checkpointer_cost_ratio"] is not None]
     return {
         "lost": sum(r["lost_gpu_hours"] for r in runs),
         "avoidable": _share(
@@ -83,6 +84,7 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         ),
         "interruptions": sum(r["interruptions"] for r in runs),
         "penalty": f"{statistics.mean(penalties):.2f}" if penalties else "-",
+        "cost_ratio": f"{statistics.mean(ratios):.2f}" if ratios else "-",
         "hiding_gain": f"{1 - hiding / reporting:.3f}" if reporting else "-",
         "reinterrupted": sum(r["reinterrupted_within_min_runtime"] for r in runs),
     }
@@ -106,9 +108,9 @@ def main() -> None:
     scale = f" · scale {args.fleet_scale}" if "alibaba" in args.trace else ""
     print(f"{args.trace}{scale} · seeds {seeds} · on-demand hold {args.on_demand_hold_s} s")
     print("| policy | lost GPU-h | vs least-work-lost | vs youngest-first | avoidable at its "
-          "reclaims | interruptions | checkpointer penalty (mean) | hiding gain (pooled) | "
-          "reinterrupted within min runtime |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+          "reclaims | interruptions | checkpointer penalty (mean) | checkpointer cost ratio (mean) | "
+          "hiding gain (pooled) | reinterrupted within min runtime |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     table = {}
     for spec in specs:
         runs = [
@@ -121,7 +123,8 @@ def main() -> None:
             f"| {spec} | {row['lost']:,.1f} | {_versus(table, row, 'least-work-lost')} | "
             f"{_versus(table, row, 'youngest-first')} | {row['avoidable']} | "
             f"{row['interruptions']:,} | "
-            f"{row['penalty']} | {row['hiding_gain']} | {row['reinterrupted']} |"
+            f"{row['penalty']} | {row['cost_ratio']} | {row['hiding_gain']} | "
+            f"{row['reinterrupted']} |"
         )
 
 

@@ -262,3 +262,74 @@ def test_among_many_hosts_that_tie_on_cost_the_tie_break_decides_exactly(
     config = SchedulerConfig(min_runtime_s=300, policy=POLICY)
     (pre,) = place_on_demand(snap, on_demand("od"), NOW, config).preemptions
     assert pre.subject_id == min(names)
+
+
+BANDED = replace(POLICY, band_pct=10, band_slack_s=60)
+
+
+@pytest.mark.parametrize(
+    ("lost_s", "ago_s", "fairness_s"),
+    [
+        # Never interrupted: the requeue (120 s) alone, capped at 10 % of the loss + 60 s.
+        (0, None, 60),
+        (600, None, 120),
+        (599, None, 119),
+        (10_000, None, 120),
+        # Interrupted just now: requeue + 3,600 s of history, capped by the band.
+        (0, 0, 60),
+        (10_000, 0, 1_060),
+        (100_000, 0, 3_720 + 1_800 * 3600 // 100_400),
+    ],
+)
+def test_the_band_caps_the_requeue_and_history_terms_at_a_share_of_the_loss(
+    lost_s: int, ago_s: int | None, fairness_s: int
+) -> None:
+    started = NOW - 100_000 - 400
+    a = alloc("a", "h1", {0}, started_at=started, checkpoint_at=NOW - lost_s)
+    if ago_s is not None:
+        a = _interrupted(a, NOW - ago_s)
+    parts = BANDED.parts(a, NOW)
+    assert parts.lost_gpu_s == lost_s
+    assert parts.fairness_gpu_s == fairness_s
+    assert BANDED.cost(a, NOW) == lost_s + fairness_s
+
+
+@pytest.mark.parametrize(
+    ("extra_loss_s", "banded", "unbanded"),
+    [
+        # The job interrupted 1,500 s ago loses 1,000 s; its requeue and history terms (4,020 s)
+        # are capped at 10 % of its loss + 60 s = 160 s, the other's are its requeue, 120 s.
+        # With the band the other is taken while its extra loss is under 40 s; without it, while
+        # its extra loss is under 3,900 s.
+        (39, "fresh", "fresh"),
+        (40, "fresh", "fresh"),  # a tie on cost: then the least recent interruption goes
+        (41, "hit", "fresh"),
+        (3_899, "hit", "fresh"),
+        (3_901, "hit", "hit"),
+    ],
+)
+def test_with_the_band_history_only_chooses_among_victims_whose_loss_is_close(
+    extra_loss_s: int, banded: str, unbanded: str
+) -> None:
+    hit = alloc("hit", "h1", {0}, started_at=NOW - 1_400, checkpoint_at=NOW - 1_000)
+    hit = _interrupted(hit, NOW - 1_500)
+    fresh = alloc("fresh", "h2", {0}, started_at=NOW - 50_000)
+    fresh = replace(fresh, last_checkpoint_at=NOW - 1_000 - extra_loss_s)
+    assert BANDED.parts(hit, NOW).requeue_gpu_s + BANDED.parts(hit, NOW).history_gpu_s == 4_020
+    assert _victims_with(BANDED, [hit, fresh]) == [banded]
+    assert _victims_with(POLICY, [hit, fresh]) == [unbanded]
+
+
+def _victims_with(policy: FairLeastWorkLost, allocations: list[Allocation]) -> list[str]:
+    snap = FleetSnapshot.build([host(a.host_id, 1) for a in allocations], allocations)
+    config = SchedulerConfig(min_runtime_s=0, policy=policy)
+    plan = place_on_demand(snap, on_demand("od", 1), NOW, config)
+    return sorted(p.subject_id for p in plan.preemptions)
+
+
+def test_a_negative_band_is_refused_and_none_turns_it_off() -> None:
+    with pytest.raises(InvalidRequest, match="band_pct"):
+        FairLeastWorkLost(band_pct=-1)
+    a = alloc("a", "h1", {0}, started_at=NOW - 5000, checkpoint_at=NOW - 100)
+    assert POLICY.parts(a, NOW).fairness_cap_gpu_s is None
+    assert POLICY.cost(a, NOW) == 100 + 120

@@ -29,7 +29,16 @@ from lowcostgpu.domain.errors import InsufficientCapacity
 POLICIES: tuple[VictimPolicy, ...] = (
     LEAST_WORK_LOST,
     FairLeastWorkLost(typical_checkpoint_age_s=700, restart_cost_s=50, recent_window_s=3000),
+    FairLeastWorkLost(
+        typical_checkpoint_age_s=700,
+        restart_cost_s=50,
+        recent_window_s=3000,
+        band_pct=10,
+        band_slack_s=30,
+    ),
 )
+BANDED = POLICIES[-1]
+assert isinstance(BANDED, FairLeastWorkLost) and BANDED.band_pct is not None
 
 
 def brute_force_best(
@@ -260,3 +269,44 @@ def _fields(a: Allocation) -> dict[str, object]:
 
 TestSchedulerWorld = SchedulerWorld.TestCase
 TestSchedulerWorld.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+def _least_loss(snap: FleetSnapshot, gpus: int, now: int, policy: FairLeastWorkLost) -> int | None:
+    """The least work any feasible victim set on one host loses (the policy's estimate), and
+    the GPUs of that set's victims, by brute force."""
+    least = None
+    for state in snap.hosts.values():
+        candidates = [a for a in state.allocations if a.preemptible and not a.draining]
+        for size in range(len(candidates) + 1):
+            for subset in combinations(candidates, size):
+                if state.free + sum(a.gpus for a in subset) < gpus:
+                    continue
+                lost = sum(policy.parts(a, now).lost_gpu_s for a in subset)
+                least = lost if least is None else min(least, lost)
+    return least
+
+
+@settings(max_examples=300, deadline=None)
+@given(small_fleets(), st.integers(1, 4))
+def test_with_the_band_the_victims_lose_at_most_the_band_more_than_the_least_loss(
+    fleet: tuple[FleetSnapshot, int], gpus: int
+) -> None:
+    """The fairness terms choose only among sets within the band of the least loss: the chosen
+    set loses at most band_pct % more than the cheapest, plus the slack of the GPUs on that host
+    (its victims hold at most all of them)."""
+    snap, now = fleet
+    if gpus > max(s.host.gpu_count for s in snap.hosts.values()):
+        return
+    assert isinstance(BANDED, FairLeastWorkLost) and BANDED.band_pct is not None
+    config = SchedulerConfig(min_runtime_s=0, policy=BANDED)
+    least = _least_loss(snap, gpus, now, BANDED)
+    try:
+        plan = place_on_demand(snap, on_demand("od", gpus), now, config)
+    except InsufficientCapacity:
+        assert least is None  # no minimum runtime here: any feasible set would be taken
+        return
+    victims = [snap.allocation(p.allocation_id) for p in plan.preemptions]
+    lost = sum(BANDED.parts(v, now).lost_gpu_s for v in victims)
+    assert least is not None
+    slack = BANDED.band_slack_s * max(s.host.gpu_count for s in snap.hosts.values())
+    assert lost <= least + least * BANDED.band_pct // 100 + slack + 1

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from sim_builders import OD, job, run
 
 from lowcostgpu.core.policies import policy_by_name
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.sim.command import hiding_jobs, load_trace, simulate
-from lowcostgpu.sim.fairness import jain_index
+from lowcostgpu.sim.fairness import fairness_figures, jain_index, never_checkpoint
+from lowcostgpu.sim.workload import Workload
 
 
 @pytest.mark.parametrize(
@@ -46,3 +50,44 @@ def test_the_hiders_are_frequent_interruptible_checkpointers_only() -> None:
     )
     assert hiding_jobs(trace, 1, 0.0) == frozenset()
     assert SchedulerConfig().policy == policy_by_name()
+
+
+def _workload(interval: int | None, cost: int, run_s: int, lost_s: int, waits: list[int]) -> Any:
+    wl = Workload(job("j", 0, 10_000, interval=interval, cost=cost))
+    wl.run_s, wl.lost_s = run_s, lost_s
+    wl.interruptions = [100 * (i + 1) for i in range(len(waits))]
+    wl.waits_after_interruption_s = waits
+    return wl
+
+
+@pytest.mark.parametrize(
+    ("checkpointer", "never", "ratio"),
+    [
+        # Saves at the notice, restarts 120 s later; the never-saver redoes 1,800 s.
+        ((600, 30, 3600, 0, [120]), (None, 0, 3600, 1800, [120]), 120 / 1920),
+        # Same wait, nothing lost by either: checkpointing costs the same, not more.
+        ((600, 30, 3600, 0, [300]), (None, 0, 3600, 0, [300]), 1.0),
+        # Interrupted twice as often per hour with the same loss: costs twice as much.
+        ((600, 30, 3600, 0, [60, 60]), (None, 0, 3600, 0, [60]), 2.0),
+        # The never-savers' interruptions cost nothing: no ratio.
+        ((600, 30, 3600, 0, [60]), (None, 0, 3600, 0, []), None),
+    ],
+)
+def test_the_cost_ratio_weighs_what_each_interruption_cost_the_job(
+    checkpointer: tuple[Any, ...], never: tuple[Any, ...], ratio: float | None
+) -> None:
+    figures = fairness_figures([_workload(*checkpointer), _workload(*never)], min_runtime_s=0)
+    assert figures["checkpointer_cost_ratio"] == (None if ratio is None else round(ratio, 5))
+
+
+def test_a_job_that_saves_only_at_a_notice_is_not_counted_as_never_checkpointing() -> None:
+    notice_saver, never_saver = _workload(None, 30, 3600, 0, [60]), _workload(None, 0, 3600, 0, [60])
+    assert never_checkpoint([notice_saver, never_saver]) == [never_saver]
+
+
+def test_the_wait_after_an_interruption_runs_from_the_notice_to_the_restart() -> None:
+    # One GPU: the on-demand job at 1,000 s takes it for 500 s; the never-saver exits at once.
+    result = run([job("ir", 0, 5_000), job("od", 1_000, 500, cls=OD)], host_gpus=(1,))
+    wl = result.workloads["ir"]
+    assert wl.interruptions == [1_000]
+    assert wl.waits_after_interruption_s == [500]

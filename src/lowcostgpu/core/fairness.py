@@ -24,6 +24,13 @@ reclaiming an allocation here is, in GPU-seconds:
   very expensive to interrupt again), plus `interruption_rate_cost_s` per GPU per interruption per
   hour of running (all its runs together, at least one hour counted).
 
+**The band** (`band_pct`, `band_slack_s`; off when `band_pct` is None): the requeue and history
+terms together are capped, per victim, at `band_pct` % of its work lost plus `band_slack_s` per
+GPU. They then only choose among victim sets whose loss is within that band of the cheapest — a
+set that loses more is taken only when its extra loss is smaller than what the cheaper set's
+fairness terms add, and those are at most the band — instead of adding to the cost without
+limit, which let the history terms take victims that lose far more work (docs/simulation.md).
+
 The minimum runtime becomes hard for work that was already interrupted: a restarted allocation
 is never reclaimed inside `min_runtime_s` (`shields`), so no job is interrupted twice within its
 minimum runtime; a first run inside it stays protected only as in the key (taken when nothing else
@@ -68,10 +75,18 @@ class CostParts:
     lost_estimated: bool  # never reported a checkpoint: the typical age stands in
     requeue_gpu_s: int
     history_gpu_s: int
+    # The most the requeue and history terms may add (the band), None: no cap.
+    fairness_cap_gpu_s: int | None = None
+
+    @property
+    def fairness_gpu_s(self) -> int:
+        """What the requeue and history terms add to the loss, after the band's cap."""
+        terms = self.requeue_gpu_s + self.history_gpu_s
+        return terms if self.fairness_cap_gpu_s is None else min(terms, self.fairness_cap_gpu_s)
 
     @property
     def total(self) -> int:
-        return self.lost_gpu_s + self.requeue_gpu_s + self.history_gpu_s
+        return self.lost_gpu_s + self.fairness_gpu_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +102,9 @@ class FairLeastWorkLost:
     # A non-reporter's estimate grows by 1 s per this many seconds of runtime past the typical
     # age (0: flat): among non-reporters the youngest, which truly lose least, go first.
     older_non_reporter_per_s: int = 30
+    # The band (see the module's docstring): None adds the fairness terms in full.
+    band_pct: int | None = None
+    band_slack_s: int = 0
     name: str = "fair-least-work-lost"
     pure_cost: ClassVar[bool] = True  # `core.victims.VictimPolicy`
 
@@ -98,11 +116,14 @@ class FairLeastWorkLost:
             "recent_interruption_cost_s",
             "interruption_rate_cost_s",
             "older_non_reporter_per_s",
+            "band_slack_s",
         ):
             if getattr(self, field_name) < 0:
                 raise InvalidRequest(f"{self.name}: {field_name} must be ≥ 0")
         if self.recent_window_s < 1:
             raise InvalidRequest(f"{self.name}: recent_window_s must be ≥ 1")
+        if self.band_pct is not None and self.band_pct < 0:
+            raise InvalidRequest(f"{self.name}: band_pct must be ≥ 0 (or None: no band)")
 
     def with_typical_age(self, age_s: int) -> FairLeastWorkLost:
         """The same policy with a new typical checkpoint age (the shell updates it as it learns)."""
@@ -120,15 +141,35 @@ class FairLeastWorkLost:
             lost = alloc.gpus * self.non_reporter_lost_s(alloc.runtime_s(now))
         else:
             lost = alloc.work_at_risk_gpu_s(now)
+        return self.parts_with_loss(alloc, now, lost, estimated)
+
+    def parts_with_loss(
+        self, alloc: Allocation, now: Timestamp, lost_gpu_s: int, estimated: bool = False
+    ) -> CostParts:
+        """The parts for a given loss (the simulator's yardstick passes the true one)."""
         return CostParts(
-            lost_gpu_s=lost,
+            lost_gpu_s=lost_gpu_s,
             lost_estimated=estimated,
             requeue_gpu_s=alloc.gpus * self._requeue_per_gpu_s,
             history_gpu_s=alloc.gpus * self._history_per_gpu_s(alloc, now),
+            fairness_cap_gpu_s=self._cap_gpu_s(lost_gpu_s, alloc.gpus),
         )
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         return self.parts(alloc, now).total
+
+    def _cap_gpu_s(self, lost_gpu_s: int, gpus: int) -> int | None:
+        if self.band_pct is None:
+            return None
+        return lost_gpu_s * self.band_pct // 100 + gpus * self.band_slack_s
+
+    def _floor_terms_s(self, lost_s: int) -> int:
+        """The least the fairness terms add to one GPU that loses `lost_s`: the requeue (history
+        is ≥ 0), capped by the band. Never less for a larger loss (the bounds rely on it)."""
+        requeue = self._requeue_per_gpu_s
+        if self.band_pct is None:
+            return requeue
+        return min(requeue, lost_s * self.band_pct // 100 + self.band_slack_s)
 
     def non_reporter_lost_s(self, runtime_s: int) -> int:
         """Per GPU, what a non-reporter is charged: its runtime up to the typical age, then
@@ -164,7 +205,12 @@ class FairLeastWorkLost:
     # Words ---------------------------------------------------------------------------------
 
     def describe(self, cost: int) -> str:
-        return f"{cost} GPU-s of cost (work lost + requeue + interruption history)"
+        if self.band_pct is None:
+            return f"{cost} GPU-s of cost (work lost + requeue + interruption history)"
+        return (
+            f"{cost} GPU-s of cost (work lost + requeue + interruption history, those two "
+            f"capped at {self.band_pct} % of the work lost + {self.band_slack_s} s per GPU)"
+        )
 
     def cost_terms(self, alloc: Allocation, now: Timestamp) -> dict[str, Any]:
         """`explain_victim` as figures, for the `Preempted` event's data (`policy.victim_terms`)
@@ -176,6 +222,7 @@ class FairLeastWorkLost:
             "typical_checkpoint_age_s": self.typical_checkpoint_age_s,
             "requeue_gpu_s": p.requeue_gpu_s,
             "history_gpu_s": p.history_gpu_s,
+            "fairness_cap_gpu_s": p.fairness_cap_gpu_s,
             "interruption_count": alloc.interruption_count,
             "total_gpu_s": p.total,
         }
@@ -200,9 +247,14 @@ class FairLeastWorkLost:
             )
             if alloc.last_interrupted_at is not None:
                 history += f", last {max(0, now - alloc.last_interrupted_at)} s ago"
+        capped = ""
+        if p.fairness_cap_gpu_s is not None and p.fairness_gpu_s < (
+            p.requeue_gpu_s + p.history_gpu_s
+        ):
+            capped = f"; those two capped at {p.fairness_cap_gpu_s} GPU-s by the band"
         return (
             f"{alloc.subject_id} loses {lost}, requeue {p.requeue_gpu_s} GPU-s, "
-            f"{history} (+{p.history_gpu_s} GPU-s)"
+            f"{history} (+{p.history_gpu_s} GPU-s){capped}"
         )
 
     # Bounds for the best-first search --------------------------------------------------------
@@ -213,7 +265,7 @@ class FairLeastWorkLost:
         lost = max(0, now - mark)
         if mark == started_at:
             lost = self.non_reporter_lost_s(lost)
-        return lost + self._requeue_per_gpu_s
+        return lost + self._floor_terms_s(lost)
 
     def lower_bound(
         self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
@@ -227,13 +279,14 @@ class FairLeastWorkLost:
         capped bound tied with the best cost on almost every host.
         """
         requeue, typical = self._requeue_per_gpu_s, self.typical_checkpoint_age_s
+        banded = self.band_pct is not None
         floors = []
         for mark, started_at in host.gpu_marks:
             if started_at <= started_by:
                 lost = now - mark if now > mark else 0
                 if mark == started_at and lost > typical:
                     lost = self.non_reporter_lost_s(lost)
-                floors.append(lost + requeue)
+                floors.append(lost + (self._floor_terms_s(lost) if banded else requeue))
         if len(floors) < deficit:
             return NO_UNPROTECTED_SET
         if deficit == 1:
@@ -248,7 +301,8 @@ class FairLeastWorkLost:
             return 0
         since = now - host.mark_prefix[1]
         lost = self.non_reporter_lost_s(since) if since > self.typical_checkpoint_age_s else since
-        return deficit * (max(0, lost) + self.restart_cost_s + self.expected_requeue_wait_s)
+        lost = max(0, lost)
+        return deficit * (lost + self._floor_terms_s(lost))
 
 
 FAIR_LEAST_WORK_LOST = FairLeastWorkLost()

@@ -58,8 +58,7 @@ class Clairvoyant:
         loss = self.true_loss_gpu_s(alloc, now)
         if self.fair is None:
             return loss
-        parts = self.fair.parts(alloc, now)
-        return loss + parts.requeue_gpu_s + parts.history_gpu_s
+        return self.fair.parts_with_loss(alloc, now, loss).total
 
     def describe(self, cost: int) -> str:
         return f"{cost} GPU-s of true loss" + (" + requeue + history" if self.fair else "")

@@ -26,6 +26,7 @@ TABLE_KEYS = (
     "interruptions_per_job_running_hour_max",
     "jain_index_interruptions_per_running_hour",
     "checkpointer_penalty",
+    "checkpointer_cost_ratio",
     "hiding_gain",
     "reinterrupted_within_min_runtime",
     "on_demand_p99_wait_s",
@@ -84,6 +85,20 @@ FIGURES: dict[str, tuple[str, str]] = {
         "ratio",
         "interruptions per running hour of jobs that checkpoint every ≤10 min ÷ that of jobs that "
         "never checkpoint; 1 = fair, > 1 punishes checkpointing; — when a group had none",
+    ),
+    "checkpointer_cost_ratio": (
+        "ratio",
+        "what interruptions cost jobs that checkpoint every ≤10 min (work lost + notice-to-restart "
+        "wait, s per running hour) ÷ the same for jobs that never checkpoint; ≤ 1 = checkpointing "
+        "never costs a job more; — when a group lost nothing",
+    ),
+    "interruption_cost_s_per_running_hour_frequent_checkpointers": (
+        "s per running hour",
+        "work lost + notice-to-restart wait of jobs that checkpoint every ≤10 min, per hour run",
+    ),
+    "interruption_cost_s_per_running_hour_never_checkpoint": (
+        "s per running hour",
+        "the same for jobs that never checkpoint",
     ),
     "hiding_gain": (
         "share",

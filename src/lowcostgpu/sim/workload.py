@@ -49,6 +49,9 @@ class Workload:
     finished_at: int | None = None
     run_s: int = 0  # seconds on GPUs, all runs together (redone work included)
     interruptions: list[int] = field(default_factory=list)  # notice times
+    # Per interruption followed by a restart: seconds from the notice to the next start (the
+    # drain and the wait in the queue, during which the job makes no progress).
+    waits_after_interruption_s: list[int] = field(default_factory=list)
     run_before_interruption_s: list[int] = field(default_factory=list)
     lost_s: int = 0  # seconds of work lost by interruptions
     checkpoints_written: int = 0
@@ -61,6 +64,8 @@ class Workload:
     def start(self, allocation_id: str, now: int) -> None:
         self.run = RunState(allocation_id, now, self.saved_s)
         self.noticed_at = None
+        if len(self.waits_after_interruption_s) < len(self.interruptions):
+            self.waits_after_interruption_s.append(now - self.interruptions[-1])
         if self.first_start is None:
             self.first_start = now
 
