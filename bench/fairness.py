@@ -75,7 +75,8 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     reporting = sum(h["rate_when_reporting"] for h in hidings)
     hiding = sum(h["rate_when_hiding"] for h in hidings)
     penalties = [r["checkpointer_penalty"] for r in runs if r["checkpointer_penalty"] is not None]
-    ratios = [r["checkpointer_cost_ratio"] for r in runs if r["checkpointer_cost_ratio"] is not None]
+    ratios = [r["checkpointer_cost_ratio"] for r in runs]
+    ratios = [r for r in ratios if r is not None]
     return {
         "lost": sum(r["lost_gpu_hours"] for r in runs),
         "avoidable": _share(
@@ -108,8 +109,8 @@ def main() -> None:
     scale = f" · scale {args.fleet_scale}" if "alibaba" in args.trace else ""
     print(f"{args.trace}{scale} · seeds {seeds} · on-demand hold {args.on_demand_hold_s} s")
     print("| policy | lost GPU-h | vs least-work-lost | vs youngest-first | avoidable at its "
-          "reclaims | interruptions | checkpointer penalty (mean) | checkpointer cost ratio (mean) | "
-          "hiding gain (pooled) | reinterrupted within min runtime |")  # fmt: skip
+          "reclaims | interruptions | checkpointer penalty (mean) | checkpointer cost ratio "
+          "(mean) | hiding gain (pooled) | reinterrupted within min runtime |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|")
     table = {}
     for spec in specs:

@@ -81,7 +81,8 @@ def test_the_cost_ratio_weighs_what_each_interruption_cost_the_job(
 
 
 def test_a_job_that_saves_only_at_a_notice_is_not_counted_as_never_checkpointing() -> None:
-    notice_saver, never_saver = _workload(None, 30, 3600, 0, [60]), _workload(None, 0, 3600, 0, [60])
+    notice_saver = _workload(None, 30, 3600, 0, [60])
+    never_saver = _workload(None, 0, 3600, 0, [60])
     assert never_checkpoint([notice_saver, never_saver]) == [never_saver]
 
 

@@ -49,9 +49,7 @@ def group_cost_rate(wls: Iterable[Workload]) -> float | None:
 
 def never_checkpoint(wls: Iterable[Workload]) -> list[Workload]:
     """Jobs that never save (not even at a notice)."""
-    return [
-        w for w in wls if w.job.checkpoint_interval_s is None and w.job.checkpoint_cost_s == 0
-    ]
+    return [w for w in wls if w.job.checkpoint_interval_s is None and w.job.checkpoint_cost_s == 0]
 
 
 def jain_index(values: list[float]) -> float | None:
