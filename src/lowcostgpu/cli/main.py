@@ -240,6 +240,7 @@ def templates() -> None:
     epilog=examples(
         "lowcostgpu sim --trace synthetic --days 1 --report /tmp/sim",
         "lowcostgpu sim --trace alibaba:DIR --fleet-scale 0.02 --policy all --report /tmp/ali",
+        "lowcostgpu sim --trace stress:gpus=300,days=2 --policy all --report /tmp/stress",
     )
 )
 def sim(
