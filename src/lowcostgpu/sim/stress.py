@@ -35,6 +35,8 @@ were scheduled; "assumption" = ours, no public figure used):
   (pool GPUs) ÷ (mean GPU-hours of a job), where m is the curve stretched about its mean so that
   its highest hour is peak ÷ on_demand; interruptible arrivals are steady. The mean GPU-hours
   per job is exact for the cut lognormal (`mean_hours`), so the expected load is the share asked.
+  `peak` is a share of the arrivals: the GPUs held by on-demand work swing less, as long jobs
+  carry over (0.54–0.78 of capacity at the defaults; docs/simulation.md).
 - Checkpoint habits of interruptible jobs (`STRESS_HABITS`): every 10 min in 30 s (30 %), every
   hour in 400 s (25 %), only at a notice in 60 s (15 %), never (30 %). Assumption; the first two
   are `mix.CHECKPOINT_HABITS`' habits. "Only at a notice" is a job with no checkpoint interval and
