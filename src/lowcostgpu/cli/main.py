@@ -240,6 +240,7 @@ def templates() -> None:
     epilog=examples(
         "lowcostgpu sim --trace synthetic --days 1 --report /tmp/sim",
         "lowcostgpu sim --trace alibaba:DIR --fleet-scale 0.02 --policy all --report /tmp/ali",
+        "lowcostgpu sim --trace stress:gpus=300,days=2 --policy all --report /tmp/stress",
     )
 )
 def sim(
@@ -247,7 +248,7 @@ def sim(
         str,
         typer.Option(
             help="alibaba:DIR (the Alibaba GPU trace folder), synthetic[:key=value,…], "
-            "or a CSV trace file"
+            "stress[:key=value,…] (a GPU cloud's fleet and day), or a CSV trace file"
         ),
     ],
     report: Annotated[Path, typer.Option(help="folder for report.json and report.html")],
@@ -267,7 +268,10 @@ def sim(
         Path | None, typer.Option(help="catalog TOML (prices) instead of the shipped one")
     ] = None,
     fleet_scale: Annotated[
-        float, typer.Option(help="Alibaba: keep this share of each GPU model's nodes")
+        float,
+        typer.Option(
+            help="Alibaba: keep this share of each GPU model's nodes; stress: of its GPUs"
+        ),
     ] = 1.0,
     replicate: Annotated[
         int, typer.Option(help="replicate the fleet and the jobs N times (scaling studies)")

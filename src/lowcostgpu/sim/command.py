@@ -4,6 +4,8 @@
 - `alibaba:DIR` (or a folder holding the openb_*.csv files): the Alibaba GPU trace, whose node
   list is the fleet (so `--fleet` is refused with it); its catalog ships with lowcostgpu;
 - `synthetic` or `synthetic:hours=…,per_hour=…,on_demand=…,mean_work_h=…`: Poisson arrivals;
+- `stress` or `stress:gpus=…,days=…,…`: a GPU cloud's fleet and daily load (`sim.stress`), which
+  brings its fleet (so `--fleet` is refused with it too);
 - a CSV file in our format (`sim.traces`).
 The fleet of the last two is `--fleet FILE` (the local runtime's format), else the demo fleet.
 """
@@ -32,6 +34,7 @@ from lowcostgpu.sim.metrics import summarise
 from lowcostgpu.sim.mix import draw
 from lowcostgpu.sim.report import write_report
 from lowcostgpu.sim.runner import Sample, SimResult, Simulation
+from lowcostgpu.sim.stress import check_catalog, generate_stress, parse_stress
 from lowcostgpu.sim.synthetic import generate, parse_mix
 from lowcostgpu.sim.traces import read_csv_trace
 
@@ -51,6 +54,8 @@ def load_trace(
     seed: int = 0,
     fleet_scale: float = 1.0,
 ) -> tuple[Trace, Catalog]:
+    if trace == "stress" or trace.startswith("stress:"):
+        return _stress_trace(trace, fleet, catalog_path, seed=seed, fleet_scale=fleet_scale)
     directory = Path(trace.removeprefix("alibaba:"))
     if trace.startswith("alibaba:") or is_alibaba_dir(directory):
         if fleet is not None:
@@ -75,6 +80,21 @@ def load_trace(
     if trace == "synthetic" or trace.startswith("synthetic:"):
         return generate(parse_mix(trace), hosts, seed), catalog
     return read_csv_trace(Path(trace), hosts), catalog
+
+
+def _stress_trace(
+    trace: str, fleet: Path | None, catalog_path: Path | None, *, seed: int, fleet_scale: float
+) -> tuple[Trace, Catalog]:
+    if fleet is not None:
+        raise ConfigError(
+            "the stress trace brings its own fleet: --fleet cannot be used",
+            hint="leave out --fleet; set its size with stress:gpus=N (or --fleet-scale)",
+        )
+    options = parse_stress(trace)
+    catalog = load_catalog(catalog_path)
+    loaded = generate_stress(options, seed, fleet_scale)
+    check_catalog(loaded.hosts, catalog)
+    return loaded, catalog
 
 
 def policy_names(policy: str) -> list[str]:
