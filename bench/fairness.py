@@ -94,7 +94,9 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trace", default=f"alibaba:{ALIBABA}")
-    parser.add_argument("--fleet-scale", type=float, default=0.005)
+    parser.add_argument(
+        "--fleet-scale", type=float, default=None, help="default 0.005 on Alibaba, else 1"
+    )
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--policy", action="append", default=None)
     parser.add_argument(
@@ -106,7 +108,9 @@ def main() -> None:
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     specs = args.policy or list(DEFAULT_POLICIES)
-    scale = f" · scale {args.fleet_scale}" if "alibaba" in args.trace else ""
+    if args.fleet_scale is None:
+        args.fleet_scale = 0.005 if "alibaba" in args.trace else 1.0
+    scale = f" · scale {args.fleet_scale}" if args.fleet_scale != 1.0 else ""
     print(f"{args.trace}{scale} · seeds {seeds} · on-demand hold {args.on_demand_hold_s} s")
     print("| policy | lost GPU-h | vs least-work-lost | vs youngest-first | avoidable at its "
           "reclaims | interruptions | checkpointer penalty (mean) | checkpointer cost ratio "
