@@ -6,7 +6,10 @@ protected — doing the right thing gets you interrupted, and hiding checkpoints
 reclaiming an allocation here is, in GPU-seconds:
 
 - **work lost**: GPU-seconds since its last reported checkpoint (since its start when it has not
-  reported one in this run). An allocation that has **never** reported a checkpoint is *not*
+  reported one in this run) — or, for a workload that believably saves at a notice, its save
+  time (`Allocation.notice_save_s`: it reported a checkpoint, said it saves at a notice, and the
+  largest of its last three save times fits in its grace period), never more than the work since
+  its checkpoint. An allocation that has **never** reported a checkpoint is *not*
   protected: its loss is estimated at the fleet's typical checkpoint age (a constructor argument
   the shell computes from the intervals it sees reported, with `typical_checkpoint_age_s()`),
   capped by its runtime — what a typical reporter in its place would lose — plus 1 s per
@@ -68,6 +71,9 @@ class CostParts:
     lost_estimated: bool  # never reported a checkpoint: the typical age stands in
     requeue_gpu_s: int
     history_gpu_s: int
+    # Seconds a believed save at the notice takes (the loss is then that, not the work since the
+    # last checkpoint); None when no claim is believed.
+    notice_save_s: int | None = None
 
     @property
     def total(self) -> int:
@@ -115,16 +121,20 @@ class FairLeastWorkLost:
     # The cost ------------------------------------------------------------------------------
 
     def parts(self, alloc: Allocation, now: Timestamp) -> CostParts:
+        """A non-reporter's loss is estimated (whatever it claims: a claim comes with a
+        checkpoint, so one without proves nothing); a reporter's is the work since its last
+        checkpoint, or its save time when it believably saves at the notice."""
         estimated = alloc.last_checkpoint_at is None
         if estimated:
             lost = alloc.gpus * self.non_reporter_lost_s(alloc.runtime_s(now))
         else:
-            lost = alloc.work_at_risk_gpu_s(now)
+            lost = alloc.lost_at_notice_gpu_s(now)
         return CostParts(
             lost_gpu_s=lost,
             lost_estimated=estimated,
             requeue_gpu_s=alloc.gpus * self._requeue_per_gpu_s,
             history_gpu_s=alloc.gpus * self._history_per_gpu_s(alloc, now),
+            notice_save_s=None if estimated else alloc.notice_save_s,
         )
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
@@ -174,6 +184,7 @@ class FairLeastWorkLost:
             "lost_gpu_s": p.lost_gpu_s,
             "lost_estimated": p.lost_estimated,
             "typical_checkpoint_age_s": self.typical_checkpoint_age_s,
+            "notice_save_s": p.notice_save_s,
             "requeue_gpu_s": p.requeue_gpu_s,
             "history_gpu_s": p.history_gpu_s,
             "interruption_count": alloc.interruption_count,
@@ -189,6 +200,11 @@ class FairLeastWorkLost:
                 f"~{p.lost_gpu_s} GPU-s of work (no checkpoint reported: estimated at the fleet's "
                 f"typical checkpoint age, {self.typical_checkpoint_age_s} s, plus 1 s per "
                 f"{self.older_non_reporter_per_s} s run beyond it)"
+            )
+        elif p.notice_save_s is not None:
+            lost = (
+                f"{p.lost_gpu_s} GPU-s (it saves at the notice, in {p.notice_save_s} s by its "
+                "reports)"
             )
         else:
             lost = f"{p.lost_gpu_s} GPU-s of work since its last checkpoint"

@@ -25,6 +25,11 @@ from lowcostgpu.domain.capacity import Allocation, CapacityClass, Host, PoolKey,
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 
 LAST_ID = "\U0010ffff"  # sorts after any allocation id
+# The progress mark the host indexes give a GPU whose workload believably saves at a notice
+# (`Allocation.notice_save_s`): its loss is its save time, not the time since a mark, so no
+# bound may count any. A mark later than any `now` makes every mark-based bound 0 for it (and
+# puts its host first in the order by newest mark, where the cheap victims are looked at first).
+SAVER_MARK = 2**60
 _INTERRUPTIBLE = CapacityClass.INTERRUPTIBLE  # `Allocation.preemptible`, without two properties
 _BY_ID: Callable[[Allocation], str] = attrgetter("id")
 
@@ -144,6 +149,8 @@ class HostState:
             start, checkpoint, gpus = a.started_at, a.last_checkpoint_at, len(indices)
             # `a.progress_mark`, inline: the last checkpoint if after the start, else the start
             mark = checkpoint if checkpoint is not None and checkpoint > start else start
+            if a.saves_on_notice and a.notice_save_s is not None:
+                mark = SAVER_MARK  # it may lose as little as 0: bounds must not count its time
             gpu_marks += [(mark, start)] * gpus
             candidate_marks.append((a.id, start, mark, gpus))
             sizes.append(gpus)

@@ -111,16 +111,18 @@ def shield_of(policy: VictimPolicy) -> Shield | None:
 
 @dataclass(frozen=True, slots=True)
 class LeastWorkLost:
-    """DESIGN.md §1: the work a reclaim loses, GPU-seconds since the last reported checkpoint."""
+    """DESIGN.md §1: the work a reclaim loses, GPU-seconds since the last reported checkpoint
+    (a workload that believably saves at a notice loses its save time instead:
+    `Allocation.lost_at_notice_gpu_s`)."""
 
     name: str = "least-work-lost"
     pure_cost: ClassVar[bool] = True  # see `VictimPolicy`
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
-        return alloc.work_at_risk_gpu_s(now)
+        return alloc.lost_at_notice_gpu_s(now)
 
     def describe(self, cost: int) -> str:
-        return f"{cost} GPU-s of work since the last checkpoint"
+        return f"{cost} GPU-s of work lost (since the last checkpoint, or saving at the notice)"
 
     def lower_bound(
         self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
