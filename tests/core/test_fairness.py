@@ -306,7 +306,7 @@ def test_a_saver_whose_save_fits_its_grace_loses_its_save_time(
         (NOW - 2000, None, True, 2000, False),  # a claim without a time is not weighed
         (None, 30, True, 303, True),  # a claim without a checkpoint: estimated as any non-reporter
         (None, None, False, 303, True),  # the same non-reporter, claiming nothing
-        (NOW - 10, 30, True, 10, False),  # never more than the work since its checkpoint
+        (NOW - 10, 30, True, 30, False),  # it saves at the notice however fresh its checkpoint
     ],
 )
 def test_only_a_reporter_that_claims_a_save_at_the_notice_is_charged_its_save_time(
@@ -351,3 +351,38 @@ def test_the_reason_says_a_saver_loses_its_save_time() -> None:
         saver, NOW
     )
     assert POLICY.cost_terms(saver, NOW)["notice_save_s"] == 40
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 20_000),  # runtime
+            st.none() | st.integers(0, 20_000),  # checkpoint age, None: never reported
+            st.none() | st.integers(0, 400),  # save_s
+            st.booleans(),  # saves_on_notice
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.sampled_from([POLICY, LEAST_WORK_LOST]),
+)
+def test_among_savers_reporters_and_non_reporters_the_search_finds_the_cheapest(
+    jobs: list[tuple[int, int | None, int | None, bool]], policy: VictimPolicy
+) -> None:
+    """One job per one-GPU host: the victim of a one-GPU request is the cheapest job, which the
+    search's bounds (savers indexed by their save time) must not hide."""
+    allocations = []
+    for i, (runtime_s, age_s, save_s, saves) in enumerate(jobs):
+        checkpoint = None if age_s is None else NOW - age_s
+        a = alloc(
+            f"j{i:02d}", f"h{i:02d}", {0}, started_at=NOW - runtime_s, checkpoint_at=checkpoint
+        )
+        allocations.append(_saver(a, save_s, saves=saves))
+    snap = FleetSnapshot.build([host(a.host_id, 1) for a in allocations], allocations)
+    plan = place_on_demand(
+        snap, on_demand("od"), NOW, SchedulerConfig(min_runtime_s=0, policy=policy)
+    )
+    (pre,) = plan.preemptions
+    chosen = snap.allocation(pre.allocation_id)
+    assert policy.cost(chosen, NOW) == min(policy.cost(a, NOW) for a in allocations)

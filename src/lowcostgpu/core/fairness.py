@@ -8,16 +8,16 @@ reclaiming an allocation here is, in GPU-seconds:
 - **work lost**: GPU-seconds since its last reported checkpoint (since its start when it has not
   reported one in this run) — or, for a workload that believably saves at a notice, its save
   time (`Allocation.notice_save_s`: it reported a checkpoint, said it saves at a notice, and the
-  largest of its last three save times fits in its grace period), never more than the work since
-  its checkpoint. An allocation that has **never** reported a checkpoint is *not*
-  protected: its loss is estimated at the fleet's typical checkpoint age (a constructor argument
-  the shell computes from the intervals it sees reported, with `typical_checkpoint_age_s()`),
-  capped by its runtime — what a typical reporter in its place would lose — plus 1 s per
-  `older_non_reporter_per_s` (30) s it has run beyond that age. The slope is what keeps lost work
-  near plain least-work-lost's: a non-reporter really loses its whole run, so among
-  non-reporters the young go first; it is gentle (a day-old non-reporter is charged ~48 min, not
-  24 h), so a long run is still no shelter. Measured in docs/simulation.md: without it the
-  policy lost 20–28 % more work than least-work-lost; with it 6.5 %.
+  largest of its last three save times fits in its grace period). An allocation that has
+  **never** reported a checkpoint is *not* protected: its loss is estimated at the fleet's
+  typical checkpoint age (a constructor argument the shell computes from the intervals it sees
+  reported, with `typical_checkpoint_age_s()`), capped by its runtime — what a typical reporter
+  in its place would lose — plus 1 s per `older_non_reporter_per_s` (30) s it has run beyond
+  that age. The slope is what keeps lost work near plain least-work-lost's: a non-reporter
+  really loses its whole run, so among non-reporters the young go first; it is gentle (a
+  day-old non-reporter is charged ~48 min, not 24 h), so a long run is still no shelter.
+  Measured in docs/simulation.md: without it the policy lost 20–28 % more work than
+  least-work-lost; with it 6.5 %.
 - **requeue**: each GPU sent back through the queue costs `restart_cost_s` (starting again and
   loading the checkpoint) plus `expected_requeue_wait_s` (the wait the shell expects in the pool;
   the pure snapshot cannot know the pool's turnover, so the shell passes it; 0 by default). It is
@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final
 
-from lowcostgpu.core.snapshot import HostState
+from lowcostgpu.core.snapshot import SAVER_MARK, SAVER_SPAN, HostState, saver_save_s
 from lowcostgpu.core.victims import NO_UNPROTECTED_SET
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest
@@ -226,6 +226,9 @@ class FairLeastWorkLost:
     def gpu_floor_s(self, mark: Timestamp, started_at: Timestamp, now: Timestamp) -> int:
         """The least one GPU can cost: a reporter (mark after its start) loses exactly the time
         since its mark, a possible non-reporter its estimate (no more); history ≥ 0."""
+        save_s = saver_save_s(mark)
+        if save_s is not None:  # a believed saver: it loses its save time
+            return save_s + self._requeue_per_gpu_s
         lost = max(0, now - mark)
         if mark == started_at:
             lost = self.non_reporter_lost_s(lost)
@@ -237,8 +240,9 @@ class FairLeastWorkLost:
         """The `deficit` cheapest GPUs started by `started_by`, each at its floor.
 
         A GPU whose mark is not its start has reported a checkpoint: it loses exactly the time
-        since the mark, uncapped. One whose mark is its start may be a non-reporter, so it is
-        taken at the non-reporter's estimate (exact for one, less than a reporter's whole run).
+        since the mark, uncapped (a believed saver's mark holds its save time: exactly that).
+        One whose mark is its start may be a non-reporter, so it is taken at the
+        non-reporter's estimate (exact for one, less than a reporter's whole run).
         The uncapped reporters make the bound tight on hosts that must be emptied, where a
         capped bound tied with the best cost on almost every host.
         """
@@ -246,6 +250,9 @@ class FairLeastWorkLost:
         floors = []
         for mark, started_at in host.gpu_marks:
             if started_at <= started_by:
+                if mark >= SAVER_MARK:  # a believed saver loses exactly its save time
+                    floors.append(SAVER_MARK + SAVER_SPAN - mark + requeue)
+                    continue
                 lost = now - mark if now > mark else 0
                 if mark == started_at and lost > typical:
                     lost = self.non_reporter_lost_s(lost)

@@ -168,8 +168,7 @@ class Allocation:
 
     def lost_at_notice_gpu_s(self, now: Timestamp) -> int:
         """GPU-seconds a reclaim at `now` costs the workload: its save time when it believably
-        saves at the notice (never more than the work it would otherwise lose), else the work
-        since its last checkpoint (`work_at_risk_gpu_s`)."""
-        at_risk = self.work_at_risk_gpu_s(now)
+        saves at the notice (it saves then however recent its last checkpoint, and its GPUs are
+        held meanwhile), else the work since its last checkpoint (`work_at_risk_gpu_s`)."""
         save_s = self.notice_save_s
-        return at_risk if save_s is None else min(at_risk, self.gpus * save_s)
+        return self.work_at_risk_gpu_s(now) if save_s is None else self.gpus * save_s
