@@ -94,7 +94,9 @@ class EngineWorld(RuleBasedStateMachine):
     @rule(data=st.data())
     def checkpoint(self, data: st.DataObject) -> None:
         subject = data.draw(st.sampled_from(self._in(_I.RUNNING)))
-        event = CheckpointReported(self.now)
+        # Sometimes with a save claim (the rebuilt fleet must carry it as the followed one does).
+        save_s = data.draw(st.none() | st.integers(0, 400))
+        event = CheckpointReported(self.now, save_s, data.draw(st.booleans()))
         self._apply(engine.report(self.state, subject, event, self.now, self.config))
 
     @precondition(lambda self: self._in(_I.RUNNING))

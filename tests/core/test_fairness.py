@@ -10,6 +10,7 @@ from fleet_builders import alloc, host, on_demand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lowcostgpu.core.drain import DEFAULT_GRACE_PERIOD_S
 from lowcostgpu.core.fairness import (
     FAIR_LEAST_WORK_LOST,
     FairLeastWorkLost,
@@ -18,8 +19,8 @@ from lowcostgpu.core.fairness import (
 from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot
-from lowcostgpu.core.victims import LEAST_WORK_LOST
-from lowcostgpu.domain.capacity import Allocation
+from lowcostgpu.core.victims import LEAST_WORK_LOST, VictimPolicy
+from lowcostgpu.domain.capacity import ALLOCATION_GRACE_PERIOD_S, Allocation
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest
 
 NOW = 100_000
@@ -333,3 +334,126 @@ def test_a_negative_band_is_refused_and_none_turns_it_off() -> None:
     a = alloc("a", "h1", {0}, started_at=NOW - 5000, checkpoint_at=NOW - 100)
     assert POLICY.parts(a, NOW).fairness_cap_gpu_s is None
     assert POLICY.cost(a, NOW) == 100 + 120
+
+
+# --- Workloads that save at a notice -------------------------------------------------------------
+
+
+def _saver(
+    a: Allocation, save_s: int | None, *, saves: bool = True, grace_s: int = 300
+) -> Allocation:
+    return replace(a, save_s=save_s, saves_on_notice=saves, grace_period_s=grace_s)
+
+
+def test_the_allocations_default_grace_is_the_drains() -> None:
+    assert ALLOCATION_GRACE_PERIOD_S == DEFAULT_GRACE_PERIOD_S
+
+
+@pytest.mark.parametrize(
+    ("save_s", "grace_s", "lost_per_gpu_s"),
+    [
+        (300, 300, 300),  # the save just fits the default grace: it loses its save time
+        (301, 300, 2000),  # 1 s too slow: SIGKILL cuts it, it loses the work since its checkpoint
+        (30, 30, 30),  # an instance's own shorter grace counts
+        (31, 30, 2000),
+        (0, 0, 0),  # a free save fits even a grace of 0
+    ],
+)
+@pytest.mark.parametrize("policy", [POLICY, LEAST_WORK_LOST], ids=["fair", "plain"])
+def test_a_saver_whose_save_fits_its_grace_loses_its_save_time(
+    policy: VictimPolicy, save_s: int, grace_s: int, lost_per_gpu_s: int
+) -> None:
+    a = alloc("s", "h1", {0, 1}, started_at=NOW - 5000, checkpoint_at=NOW - 2000)
+    saver = _saver(a, save_s, grace_s=grace_s)
+    lost = POLICY.parts(saver, NOW).lost_gpu_s if policy is POLICY else policy.cost(saver, NOW)
+    assert lost == 2 * lost_per_gpu_s
+
+
+@pytest.mark.parametrize(
+    ("checkpoint_at", "save_s", "saves", "lost_gpu_s", "estimated"),
+    [
+        (NOW - 2000, 30, True, 30, False),  # a reporter that saves at the notice
+        (NOW - 2000, 30, False, 2000, False),  # it times its saves but does not save at one
+        (NOW - 2000, None, True, 2000, False),  # a claim without a time is not weighed
+        (None, 30, True, 303, True),  # a claim without a checkpoint: estimated as any non-reporter
+        (None, None, False, 303, True),  # the same non-reporter, claiming nothing
+        (NOW - 10, 30, True, 30, False),  # it saves at the notice however fresh its checkpoint
+    ],
+)
+def test_only_a_reporter_that_claims_a_save_at_the_notice_is_charged_its_save_time(
+    checkpoint_at: int | None, save_s: int | None, saves: bool, lost_gpu_s: int, estimated: bool
+) -> None:
+    a = alloc("s", "h1", {0}, started_at=NOW - 400, checkpoint_at=checkpoint_at)
+    if checkpoint_at is not None:
+        a = replace(a, started_at=NOW - 5000)
+    parts = POLICY.parts(_saver(a, save_s, saves=saves), NOW)
+    assert (parts.lost_gpu_s, parts.lost_estimated) == (lost_gpu_s, estimated)
+    believed = checkpoint_at is not None and saves and save_s is not None
+    assert parts.notice_save_s == (save_s if believed else None)
+
+
+@pytest.mark.parametrize(
+    ("save_s", "victim"),
+    [(299, "saver"), (300, "saver"), (301, "recent")],  # the grace is 300 s
+)
+def test_a_saver_is_the_cheaper_victim_only_while_its_save_fits_the_grace(
+    save_s: int, victim: str
+) -> None:
+    """Its last checkpoint is old, but a reclaim costs it only its save; a save too slow to
+    fit leaves it with the work since that checkpoint, more than a fresh reporter loses."""
+    saver = _saver(
+        alloc("saver", "h1", {0}, started_at=NOW - 9000, checkpoint_at=NOW - 3000), save_s
+    )
+    recent = alloc("recent", "h2", {0}, started_at=NOW - 9000, checkpoint_at=NOW - 350)
+    assert _victims([saver, recent]) == [victim]
+
+
+def test_a_claim_without_a_checkpoint_buys_nothing_over_saying_nothing() -> None:
+    """Hiding checkpoints and claiming a quick save is still an estimated non-reporter: the
+    same cost as one that says nothing (and the tie-break, not the claim, decides)."""
+    claims = _saver(alloc("claims", "h1", {0}, started_at=NOW - 3600), 1)
+    quiet = alloc("quiet", "h2", {0}, started_at=NOW - 3600)
+    assert POLICY.cost(claims, NOW) == POLICY.cost(quiet, NOW)
+
+
+def test_the_reason_says_a_saver_loses_its_save_time() -> None:
+    saver = _saver(alloc("s", "h1", {0}, started_at=NOW - 9000, checkpoint_at=NOW - 3000), 40)
+    assert "40 GPU-s (it saves at the notice, in 40 s by its reports)" in POLICY.explain_victim(
+        saver, NOW
+    )
+    assert POLICY.cost_terms(saver, NOW)["notice_save_s"] == 40
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 20_000),  # runtime
+            st.none() | st.integers(0, 20_000),  # checkpoint age, None: never reported
+            st.none() | st.integers(0, 400),  # save_s
+            st.booleans(),  # saves_on_notice
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.sampled_from([POLICY, LEAST_WORK_LOST]),
+)
+def test_among_savers_reporters_and_non_reporters_the_search_finds_the_cheapest(
+    jobs: list[tuple[int, int | None, int | None, bool]], policy: VictimPolicy
+) -> None:
+    """One job per one-GPU host: the victim of a one-GPU request is the cheapest job, which the
+    search's bounds (savers indexed by their save time) must not hide."""
+    allocations = []
+    for i, (runtime_s, age_s, save_s, saves) in enumerate(jobs):
+        checkpoint = None if age_s is None else NOW - age_s
+        a = alloc(
+            f"j{i:02d}", f"h{i:02d}", {0}, started_at=NOW - runtime_s, checkpoint_at=checkpoint
+        )
+        allocations.append(_saver(a, save_s, saves=saves))
+    snap = FleetSnapshot.build([host(a.host_id, 1) for a in allocations], allocations)
+    plan = place_on_demand(
+        snap, on_demand("od"), NOW, SchedulerConfig(min_runtime_s=0, policy=policy)
+    )
+    (pre,) = plan.preemptions
+    chosen = snap.allocation(pre.allocation_id)
+    assert policy.cost(chosen, NOW) == min(policy.cost(a, NOW) for a in allocations)

@@ -50,6 +50,8 @@ CHANGES: dict[str, Any] = {
     "stop_requested": True,
     "last_checkpoint_step": 7,
     "last_checkpoint_at": 9,
+    "save_s_reports": (30, 12),
+    "saves_on_notice": True,
     "interruption_count": 2,
     "last_interrupted_at": 8,
     "exit_code": 143,

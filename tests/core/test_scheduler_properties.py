@@ -98,6 +98,11 @@ def small_fleets(draw: st.DrawFn) -> tuple[FleetSnapshot, int]:
                     ),
                     interruption_count=0 if interrupted_at is None else draw(st.integers(1, 5)),
                     earlier_run_s=draw(st.integers(0, 20_000)),
+                    # What it says of its saves: a believed saver costs its save time, which
+                    # the search's mark-based bounds must not overestimate.
+                    save_s=draw(st.none() | st.integers(0, 400)),
+                    saves_on_notice=draw(st.booleans()),
+                    grace_period_s=draw(st.sampled_from([30, 300])),
                 )
             )
             n += 1

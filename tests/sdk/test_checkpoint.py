@@ -252,6 +252,71 @@ def test_checkpoints_and_completion_are_reported(
     assert metadata_server.posted("/complete") == [{"step": 43}]
 
 
+def _slow_writer(clock: ManualClock, seconds: float):  # type: ignore[no-untyped-def]
+    def write(tmp: Path) -> None:
+        writer("x")(tmp)
+        clock.advance(seconds)
+
+    return write
+
+
+def test_each_report_carries_the_save_time_it_measured(
+    tmp_path: Path, metadata_server: FakeMetadata, clock: ManualClock
+) -> None:
+    client = MetadataClient(metadata_server.url, metadata_server.token)
+    ckpt = Checkpointer(tmp_path / "ckpt", metadata=client, notice=StopNotice(), clock=clock)
+    ckpt.save(1, _slow_writer(clock, 12.5))
+    ckpt.save(2, _slow_writer(clock, 0.25))
+    reports = metadata_server.posted("/checkpoint")
+    assert [r["save_s"] for r in reports] == [12.5, 0.25]
+    assert [r["saves_on_notice"] for r in reports] == [False, False]
+
+
+def test_an_async_save_reports_its_whole_time_not_only_the_blocking_part(
+    tmp_path: Path, metadata_server: FakeMetadata, clock: ManualClock
+) -> None:
+    client = MetadataClient(metadata_server.url, metadata_server.token)
+    ckpt = Checkpointer(tmp_path / "ckpt", metadata=client, notice=StopNotice(), clock=clock)
+
+    def stage(tmp: Path):  # type: ignore[no-untyped-def]
+        clock.advance(1.0)  # staging blocks the caller
+        return lambda: (writer("y")(tmp), clock.advance(20.0))  # the background write
+
+    ckpt.save_async(7, stage)
+    ckpt.wait()
+    [report] = metadata_server.posted("/checkpoint")
+    assert (report["blocking_s"], report["save_s"]) == (1.0, 21.0)
+
+
+@pytest.mark.parametrize(
+    ("given", "installed", "polled", "claimed"),
+    [
+        (None, True, True, True),  # the loop polls the installed notice: it saves at one
+        (None, True, False, False),  # never asked: nothing says the loop looks at the notice
+        (None, False, True, False),  # no SIGTERM handler: a SIGTERM kills it before any save
+        (False, True, True, False),  # told: the loop exits without saving
+        (True, False, False, True),  # told: it saves by other means
+    ],
+)
+def test_saves_on_notice_is_given_or_inferred_from_a_polled_installed_notice(
+    tmp_path: Path,
+    metadata_server: FakeMetadata,
+    restore_sigterm: None,
+    given: bool | None,
+    installed: bool,
+    polled: bool,
+    claimed: bool,
+) -> None:
+    notice = StopNotice().install() if installed else StopNotice()
+    client = MetadataClient(metadata_server.url, metadata_server.token)
+    ckpt = Checkpointer(tmp_path / "ckpt", metadata=client, notice=notice, saves_on_notice=given)
+    if polled:
+        assert ckpt.should_stop() is False
+    ckpt.save(3, writer("x"))
+    [report] = metadata_server.posted("/checkpoint")
+    assert report["saves_on_notice"] is claimed and ckpt.saves_on_notice is claimed
+
+
 def test_reporting_failures_never_break_a_save(tmp_path: Path) -> None:
     client = MetadataClient("http://127.0.0.1:9", "t", timeout_s=0.2)
     ckpt = Checkpointer(tmp_path / "ckpt", metadata=client, notice=StopNotice())

@@ -34,6 +34,22 @@ def test_checkpoint_report_posts_json_with_the_bearer_token(metadata_server: Fak
     assert request.body == {"step": 4200, "path": "/vol/step-4200", "duration_s": 1.23}
 
 
+@pytest.mark.parametrize(
+    ("claim", "sent"),
+    [
+        ({}, {}),  # an old caller: neither field, as before
+        ({"save_s": 30}, {"save_s": 30.0}),
+        ({"save_s": 0.5, "saves_on_notice": True}, {"save_s": 0.5, "saves_on_notice": True}),
+        ({"saves_on_notice": False}, {"saves_on_notice": False}),
+    ],
+)
+def test_checkpoint_report_sends_the_save_claim_only_when_given(
+    metadata_server: FakeMetadata, claim: dict[str, object], sent: dict[str, object]
+) -> None:
+    assert client_for(metadata_server).report_checkpoint(7, **claim) is True  # type: ignore[arg-type]
+    assert metadata_server.posted("/checkpoint") == [{"step": 7, **sent}]
+
+
 def test_complete_report_carries_the_step(metadata_server: FakeMetadata) -> None:
     assert client_for(metadata_server).report_complete(99) is True
     assert metadata_server.posted("/complete") == [{"step": 99}]

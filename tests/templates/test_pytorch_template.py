@@ -101,6 +101,11 @@ def test_interrupted_training_matches_the_uninterrupted_run_bit_for_bit(
     )
     assert metadata_server.posted("/complete") == [{"step": STEPS}]  # only the last run
     assert len(metadata_server.posted("/checkpoint")) >= len(plan)
+    # Its loop polls the installed notice and saves there: every report claims it, with a time.
+    claims = {
+        (r["saves_on_notice"], r["save_s"] >= 0) for r in metadata_server.posted("/checkpoint")
+    }
+    assert claims == {(True, True)}
 
 
 def test_resuming_with_another_model_shape_is_a_clear_error(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import math
+from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -79,15 +80,39 @@ class QueueOut(BaseModel):
         )
 
 
+MAX_SAVE_S: Final = 86_400  # a save that takes longer than a day is no save time
+
+
 class CheckpointIn(BaseModel):
     """What a workload reports (extra fields such as `size_bytes` are kept by the SDK, ignored
-    here); strict: a step is a JSON integer the store can hold."""
+    here); strict: a step is a JSON integer the store can hold.
+
+    `save_s` is how long the workload measured this save to take (seconds, up to a day) and
+    `saves_on_notice` whether it saves when a notice comes (`true` needs a `save_s`: a claim
+    without a time cannot be weighed). Both optional: a client that sends neither is a plain
+    reporter. Victim choice believes the claim as `Allocation.notice_save_s` says."""
 
     model_config = ConfigDict(strict=True)
 
     step: int = Field(ge=0, le=MAX_INT64)
     path: str | None = Field(None, max_length=4096)
     duration_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    save_s: float | None = Field(None, ge=0, le=MAX_SAVE_S, allow_inf_nan=False)
+    saves_on_notice: bool = False
+
+    @model_validator(mode="after")
+    def _claim_has_a_time(self) -> CheckpointIn:
+        if self.saves_on_notice and self.save_s is None:
+            raise ValueError(
+                "saves_on_notice is true but save_s is missing: send the seconds the save took "
+                "(the SDK's Checkpointer sends both)"
+            )
+        return self
+
+    @property
+    def whole_save_s(self) -> int | None:
+        """`save_s` in whole seconds, rounded up (a save never looks shorter than it was)."""
+        return None if self.save_s is None else math.ceil(self.save_s)
 
 
 class CompleteIn(BaseModel):

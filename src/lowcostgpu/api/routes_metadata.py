@@ -25,7 +25,9 @@ def interruption(ctx: Ctx, instance_id: InstanceToken) -> Response:
 
 @router.post("/checkpoint", status_code=204)
 def checkpoint(ctx: Ctx, body: CheckpointIn, instance_id: InstanceToken) -> Response:
-    ctx.plane.report_checkpoint(instance_id, body.step)
+    ctx.plane.report_checkpoint(
+        instance_id, body.step, save_s=body.whole_save_s, saves_on_notice=body.saves_on_notice
+    )
     return Response(status_code=204)
 
 

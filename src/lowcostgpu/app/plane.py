@@ -258,9 +258,18 @@ class ControlPlane:
     def delete(self, instance_id: str) -> StoredInstance:
         return self._user(instance_id, DeleteRequested())
 
-    def report_checkpoint(self, instance_id: str, step: int) -> StoredInstance:
+    def report_checkpoint(
+        self,
+        instance_id: str,
+        step: int,
+        *,
+        save_s: int | None = None,
+        saves_on_notice: bool = False,
+    ) -> StoredInstance:
+        """A durable checkpoint, with what the workload says of its saves (`CheckpointReported`):
+        victim choice charges a believed saver its save time."""
         before = self.store.instance(instance_id)  # NotFound before anything else
-        stored = self._reported(before, CheckpointReported(step))
+        stored = self._reported(before, CheckpointReported(step, save_s, saves_on_notice))
         self.checkpoint_ages.learn(before.state, stored.state)
         with self._lock:
             self.config = replace(

@@ -83,7 +83,18 @@ class CompletionReported:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointReported:
+    """A durable checkpoint of `step`. `save_s` (whole seconds, rounded up) is how long the
+    workload measured that save to take, `saves_on_notice` whether it saves when a notice comes;
+    both optional (a client that sends neither is a plain reporter). Victim choice believes the
+    claim as `domain.capacity.Allocation.notice_save_s` says."""
+
     step: int
+    save_s: int | None = None
+    saves_on_notice: bool = False
+
+    def __post_init__(self) -> None:
+        if self.save_s is not None and self.save_s < 0:
+            raise InvalidRequest(f"a checkpoint's save_s must be ≥ 0, got {self.save_s}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,15 +6,18 @@ protected — doing the right thing gets you interrupted, and hiding checkpoints
 reclaiming an allocation here is, in GPU-seconds:
 
 - **work lost**: GPU-seconds since its last reported checkpoint (since its start when it has not
-  reported one in this run). An allocation that has **never** reported a checkpoint is *not*
-  protected: its loss is estimated at the fleet's typical checkpoint age (a constructor argument
-  the shell computes from the intervals it sees reported, with `typical_checkpoint_age_s()`),
-  capped by its runtime — what a typical reporter in its place would lose — plus 1 s per
-  `older_non_reporter_per_s` (30) s it has run beyond that age. The slope is what keeps lost work
-  near plain least-work-lost's: a non-reporter really loses its whole run, so among
-  non-reporters the young go first; it is gentle (a day-old non-reporter is charged ~48 min, not
-  24 h), so a long run is still no shelter. Measured in docs/simulation.md: without it the
-  policy lost 20–28 % more work than least-work-lost; with it 6.5 %.
+  reported one in this run) — or, for a workload that believably saves at a notice, its save
+  time (`Allocation.notice_save_s`: it reported a checkpoint, said it saves at a notice, and the
+  largest of its last three save times fits in its grace period). An allocation that has
+  **never** reported a checkpoint is *not* protected: its loss is estimated at the fleet's
+  typical checkpoint age (a constructor argument the shell computes from the intervals it sees
+  reported, with `typical_checkpoint_age_s()`), capped by its runtime — what a typical reporter
+  in its place would lose — plus 1 s per `older_non_reporter_per_s` (30) s it has run beyond
+  that age. The slope is what keeps lost work near plain least-work-lost's: a non-reporter
+  really loses its whole run, so among non-reporters the young go first; it is gentle (a
+  day-old non-reporter is charged ~48 min, not 24 h), so a long run is still no shelter.
+  Measured in docs/simulation.md: without it the policy lost 20–28 % more work than
+  least-work-lost; with it 6.5 %.
 - **requeue**: each GPU sent back through the queue costs `restart_cost_s` (starting again and
   loading the checkpoint) plus `expected_requeue_wait_s` (the wait the shell expects in the pool;
   the pure snapshot cannot know the pool's turnover, so the shell passes it; 0 by default). It is
@@ -43,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final
 
-from lowcostgpu.core.snapshot import HostState
+from lowcostgpu.core.snapshot import SAVER_MARK, SAVER_SPAN, HostState, saver_save_s
 from lowcostgpu.core.victims import NO_UNPROTECTED_SET
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest
@@ -83,6 +86,10 @@ class CostParts:
         """What the requeue and history terms add to the loss, after the band's cap."""
         terms = self.requeue_gpu_s + self.history_gpu_s
         return terms if self.fairness_cap_gpu_s is None else min(terms, self.fairness_cap_gpu_s)
+
+    # Seconds a believed save at the notice takes (the loss is then that, not the work since the
+    # last checkpoint); None when no claim is believed.
+    notice_save_s: int | None = None
 
     @property
     def total(self) -> int:
@@ -136,15 +143,25 @@ class FairLeastWorkLost:
     # The cost ------------------------------------------------------------------------------
 
     def parts(self, alloc: Allocation, now: Timestamp) -> CostParts:
+        """A non-reporter's loss is estimated (whatever it claims: a claim comes with a
+        checkpoint, so one without proves nothing); a reporter's is the work since its last
+        checkpoint, or its save time when it believably saves at the notice."""
         estimated = alloc.last_checkpoint_at is None
         if estimated:
             lost = alloc.gpus * self.non_reporter_lost_s(alloc.runtime_s(now))
         else:
-            lost = alloc.work_at_risk_gpu_s(now)
-        return self.parts_with_loss(alloc, now, lost, estimated)
+            lost = alloc.lost_at_notice_gpu_s(now)
+        return self.parts_with_loss(
+            alloc, now, lost, estimated, None if estimated else alloc.notice_save_s
+        )
 
     def parts_with_loss(
-        self, alloc: Allocation, now: Timestamp, lost_gpu_s: int, estimated: bool = False
+        self,
+        alloc: Allocation,
+        now: Timestamp,
+        lost_gpu_s: int,
+        estimated: bool = False,
+        notice_save_s: int | None = None,
     ) -> CostParts:
         """The parts for a given loss (the simulator's yardstick passes the true one)."""
         return CostParts(
@@ -153,6 +170,7 @@ class FairLeastWorkLost:
             requeue_gpu_s=alloc.gpus * self._requeue_per_gpu_s,
             history_gpu_s=alloc.gpus * self._history_per_gpu_s(alloc, now),
             fairness_cap_gpu_s=self._cap_gpu_s(lost_gpu_s, alloc.gpus),
+            notice_save_s=notice_save_s,
         )
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
@@ -220,6 +238,7 @@ class FairLeastWorkLost:
             "lost_gpu_s": p.lost_gpu_s,
             "lost_estimated": p.lost_estimated,
             "typical_checkpoint_age_s": self.typical_checkpoint_age_s,
+            "notice_save_s": p.notice_save_s,
             "requeue_gpu_s": p.requeue_gpu_s,
             "history_gpu_s": p.history_gpu_s,
             "fairness_cap_gpu_s": p.fairness_cap_gpu_s,
@@ -236,6 +255,11 @@ class FairLeastWorkLost:
                 f"~{p.lost_gpu_s} GPU-s of work (no checkpoint reported: estimated at the fleet's "
                 f"typical checkpoint age, {self.typical_checkpoint_age_s} s, plus 1 s per "
                 f"{self.older_non_reporter_per_s} s run beyond it)"
+            )
+        elif p.notice_save_s is not None:
+            lost = (
+                f"{p.lost_gpu_s} GPU-s (it saves at the notice, in {p.notice_save_s} s by its "
+                "reports)"
             )
         else:
             lost = f"{p.lost_gpu_s} GPU-s of work since its last checkpoint"
@@ -262,6 +286,9 @@ class FairLeastWorkLost:
     def gpu_floor_s(self, mark: Timestamp, started_at: Timestamp, now: Timestamp) -> int:
         """The least one GPU can cost: a reporter (mark after its start) loses exactly the time
         since its mark, a possible non-reporter its estimate (no more); history ≥ 0."""
+        save_s = saver_save_s(mark)
+        if save_s is not None:  # a believed saver: it loses its save time
+            return save_s + self._requeue_per_gpu_s
         lost = max(0, now - mark)
         if mark == started_at:
             lost = self.non_reporter_lost_s(lost)
@@ -273,8 +300,9 @@ class FairLeastWorkLost:
         """The `deficit` cheapest GPUs started by `started_by`, each at its floor.
 
         A GPU whose mark is not its start has reported a checkpoint: it loses exactly the time
-        since the mark, uncapped. One whose mark is its start may be a non-reporter, so it is
-        taken at the non-reporter's estimate (exact for one, less than a reporter's whole run).
+        since the mark, uncapped (a believed saver's mark holds its save time: exactly that).
+        One whose mark is its start may be a non-reporter, so it is taken at the
+        non-reporter's estimate (exact for one, less than a reporter's whole run).
         The uncapped reporters make the bound tight on hosts that must be emptied, where a
         capped bound tied with the best cost on almost every host.
         """
@@ -283,6 +311,9 @@ class FairLeastWorkLost:
         floors = []
         for mark, started_at in host.gpu_marks:
             if started_at <= started_by:
+                if mark >= SAVER_MARK:  # a believed saver loses exactly its save time
+                    floors.append(SAVER_MARK + SAVER_SPAN - mark + requeue)
+                    continue
                 lost = now - mark if now > mark else 0
                 if mark == started_at and lost > typical:
                     lost = self.non_reporter_lost_s(lost)

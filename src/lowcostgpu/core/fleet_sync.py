@@ -75,6 +75,9 @@ def _follow_allocation(fleet: FleetSnapshot, inst: InstanceState) -> FleetSnapsh
         and alloc.last_interrupted_at == inst.last_interrupted_at
         and alloc.interruption_count == inst.interruption_count
         and alloc.earlier_run_s == earlier
+        and alloc.saves_on_notice == inst.saves_on_notice
+        and alloc.save_s == save_s_of(inst)
+        and alloc.grace_period_s == inst.grace_period_s
     ):
         return fleet
     wanted = replace(
@@ -85,6 +88,9 @@ def _follow_allocation(fleet: FleetSnapshot, inst: InstanceState) -> FleetSnapsh
         last_interrupted_at=inst.last_interrupted_at,
         interruption_count=inst.interruption_count,
         earlier_run_s=earlier,
+        save_s=save_s_of(inst),
+        saves_on_notice=inst.saves_on_notice,
+        grace_period_s=inst.grace_period_s,
     )
     return update_allocation(fleet, wanted)
 
@@ -139,7 +145,16 @@ def allocation_of(inst: InstanceState) -> Allocation:
         earlier_run_s=earlier_run_s(inst),
         draining=inst.status in DRAINING,
         waits_for=inst.waiting_for,
+        save_s=save_s_of(inst),
+        saves_on_notice=inst.saves_on_notice,
+        grace_period_s=inst.grace_period_s,
     )
+
+
+def save_s_of(inst: InstanceState) -> int | None:
+    """The save time its allocation carries: the largest of its recent reports
+    (a safety margin against one lucky fast save), None when it reported none."""
+    return max(inst.save_s_reports) if inst.save_s_reports else None
 
 
 def earlier_run_s(inst: InstanceState) -> int:

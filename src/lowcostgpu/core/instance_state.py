@@ -27,6 +27,9 @@ from lowcostgpu.domain.status import (
 )
 
 _I = InstanceStatus
+# How many recent save times an instance keeps: the largest of them is the save time victim
+# choice believes (a safety margin: one fast save does not make a slow saver look cheap).
+SAVE_S_REPORTS_KEPT: Final = 3
 DRAINING = frozenset({_I.INTERRUPTING, _I.STOPPING})
 # The statuses of the instances the engine's live state keeps (`domain.status`, the one
 # definition, shared with the store's live query). An instance outside them holds no GPUs, no
@@ -69,6 +72,11 @@ class InstanceState:
     stop_requested: bool = False  # a stop asked during an interruption: no requeue after it
     last_checkpoint_step: int | None = None
     last_checkpoint_at: Timestamp | None = None
+    # The save times (whole seconds) of the last `SAVE_S_REPORTS_KEPT` checkpoints that said one,
+    # oldest first, and whether the latest checkpoint said it saves at a notice: victim choice
+    # charges a believed saver its save time (`domain.capacity.Allocation.notice_save_s`).
+    save_s_reports: tuple[int, ...] = ()
+    saves_on_notice: bool = False
     interruption_count: int = 0
     last_interrupted_at: Timestamp | None = None
     exit_code: int | None = None
@@ -117,6 +125,8 @@ def evolve(
     stop_requested: bool | _Keep = KEEP,
     last_checkpoint_step: int | _Keep | None = KEEP,
     last_checkpoint_at: Timestamp | _Keep | None = KEEP,
+    save_s_reports: tuple[int, ...] | _Keep = KEEP,
+    saves_on_notice: bool | _Keep = KEEP,
     interruption_count: int | _Keep = KEEP,
     last_interrupted_at: Timestamp | _Keep | None = KEEP,
     exit_code: int | _Keep | None = KEEP,
@@ -166,6 +176,8 @@ def evolve(
         "last_checkpoint_at",
         s.last_checkpoint_at if last_checkpoint_at is KEEP else last_checkpoint_at,
     )
+    _set(new, "save_s_reports", s.save_s_reports if save_s_reports is KEEP else save_s_reports)
+    _set(new, "saves_on_notice", s.saves_on_notice if saves_on_notice is KEEP else saves_on_notice)
     _set(
         new,
         "interruption_count",

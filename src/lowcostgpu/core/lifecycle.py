@@ -46,6 +46,7 @@ from lowcostgpu.core.drain import (
 from lowcostgpu.core.effects import Effect, EmitEvent, KillWorkload, SignalWorkload, StartWorkload
 from lowcostgpu.core.instance_state import (
     DRAINING,
+    SAVE_S_REPORTS_KEPT,
     InstanceState,
     Result,
     Run,
@@ -226,7 +227,16 @@ def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> Result:
 def _checkpoint(s: InstanceState, ev: CheckpointReported, now: Timestamp) -> Result:
     if s.status is _I.DELETED:
         return s, []
-    s = evolve(s, last_checkpoint_step=ev.step, last_checkpoint_at=now)
+    saves = s.save_s_reports
+    if ev.save_s is not None:
+        saves = (*saves, ev.save_s)[-SAVE_S_REPORTS_KEPT:]
+    s = evolve(
+        s,
+        last_checkpoint_step=ev.step,
+        last_checkpoint_at=now,
+        save_s_reports=saves,
+        saves_on_notice=ev.saves_on_notice,
+    )
     words = f"checkpoint step {ev.step} on volume"
     return s, [instance_event(s, Reason.CHECKPOINT_REPORTED, words, now, step=ev.step)]
 

@@ -25,6 +25,25 @@ from lowcostgpu.domain.capacity import Allocation, CapacityClass, Host, PoolKey,
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 
 LAST_ID = "\U0010ffff"  # sorts after any allocation id
+# The progress marks the host indexes give a GPU whose workload believably saves at a notice
+# (`Allocation.notice_save_s`): its loss is its save time, not the time since a mark, so no
+# bound may count any. A mark later than any `now` makes every bound that reads marks as times
+# 0 for it (and puts its host first in the order by newest mark, where the cheap victims are
+# looked at first, the quickest saves first); a policy that knows savers reads the save time
+# back (`saver_save_s`) for a tight floor.
+SAVER_MARK = 2**60
+SAVER_SPAN = 2**30  # save times up to this many seconds fit in the mark
+
+
+def saver_mark(save_s: int) -> Timestamp:
+    return SAVER_MARK + SAVER_SPAN - min(save_s, SAVER_SPAN)
+
+
+def saver_save_s(mark: Timestamp) -> int | None:
+    """The save time a saver's mark holds, or None when the mark is a time."""
+    return None if mark < SAVER_MARK else SAVER_MARK + SAVER_SPAN - mark
+
+
 _INTERRUPTIBLE = CapacityClass.INTERRUPTIBLE  # `Allocation.preemptible`, without two properties
 _BY_ID: Callable[[Allocation], str] = attrgetter("id")
 
@@ -144,6 +163,8 @@ class HostState:
             start, checkpoint, gpus = a.started_at, a.last_checkpoint_at, len(indices)
             # `a.progress_mark`, inline: the last checkpoint if after the start, else the start
             mark = checkpoint if checkpoint is not None and checkpoint > start else start
+            if a.saves_on_notice and (save_s := a.notice_save_s) is not None:
+                mark = saver_mark(save_s)  # it loses its save time, whatever its mark's age
             gpu_marks += [(mark, start)] * gpus
             candidate_marks.append((a.id, start, mark, gpus))
             sizes.append(gpus)

@@ -23,7 +23,7 @@ from itertools import accumulate
 from operator import itemgetter
 from typing import ClassVar, Protocol, cast
 
-from lowcostgpu.core.snapshot import HostState
+from lowcostgpu.core.snapshot import SAVER_MARK, SAVER_SPAN, HostState
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 
 NEVER = -1  # the "last interrupted at" of an allocation never interrupted: older than any time
@@ -111,21 +111,31 @@ def shield_of(policy: VictimPolicy) -> Shield | None:
 
 @dataclass(frozen=True, slots=True)
 class LeastWorkLost:
-    """DESIGN.md §1: the work a reclaim loses, GPU-seconds since the last reported checkpoint."""
+    """DESIGN.md §1: the work a reclaim loses, GPU-seconds since the last reported checkpoint
+    (a workload that believably saves at a notice loses its save time instead:
+    `Allocation.lost_at_notice_gpu_s`)."""
 
     name: str = "least-work-lost"
     pure_cost: ClassVar[bool] = True  # see `VictimPolicy`
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
-        return alloc.work_at_risk_gpu_s(now)
+        return alloc.lost_at_notice_gpu_s(now)
 
     def describe(self, cost: int) -> str:
-        return f"{cost} GPU-s of work since the last checkpoint"
+        return f"{cost} GPU-s of work lost (since the last checkpoint, or saving at the notice)"
 
     def lower_bound(
         self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
     ) -> int:
-        """Each freed GPU loses at least `now − mark` of the latest marks on the host."""
+        """Each freed GPU loses at least `now − mark` of the latest marks on the host (a
+        believed saver's mark holds its save time: exactly that, `core.snapshot.saver_mark`)."""
+        if host.reclaimable_gpus and host.mark_prefix[1] >= SAVER_MARK:  # savers here
+            floors = [
+                self.gpu_floor_s(mark, started_at, now)
+                for mark, started_at in host.gpu_marks
+                if started_at <= started_by
+            ]
+            return sum(sorted(floors)[:deficit]) if len(floors) >= deficit else NO_UNPROTECTED_SET
         if host.newest_start is not None and host.newest_start <= started_by:
             return max(0, deficit * now - host.mark_prefix[deficit])
         total, taken = 0, 0
@@ -137,6 +147,8 @@ class LeastWorkLost:
         return NO_UNPROTECTED_SET
 
     def gpu_floor_s(self, mark: Timestamp, started_at: Timestamp, now: Timestamp) -> int:
+        if mark >= SAVER_MARK:
+            return SAVER_MARK + SAVER_SPAN - mark
         return max(0, now - mark)
 
     def order_bound(self, host: HostState, deficit: int, now: Timestamp) -> int:

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Final
 
 from lowcostgpu.domain.errors import InvalidRequest
 
 Timestamp = int
 """Seconds since the Unix epoch (UTC). The shell reads the clock; the core only receives it."""
+
+# The drain's grace when an allocation does not say (`core.drain.DEFAULT_GRACE_PERIOD_S`, which
+# the domain cannot import: the same figure, checked equal by tests/core/test_fairness.py).
+ALLOCATION_GRACE_PERIOD_S: Final = 300
 
 
 class CapacityClass(StrEnum):
@@ -87,6 +92,10 @@ class Allocation:
 
     `last_checkpoint_at` is the time of the workload's last reported checkpoint (None: never
     reported); victim choice charges the GPU-seconds since then as the work a reclaim would lose.
+    `save_s` and `saves_on_notice` are what the workload said of itself with its checkpoints: the
+    seconds a save takes (the largest of its last few reports, whole seconds rounded up) and
+    whether it saves when the notice comes; `grace_period_s` is the time a reclaim gives it to
+    (`notice_save_s`: when the plane believes the claim).
     """
 
     id: str
@@ -108,6 +117,9 @@ class Allocation:
     draining: bool = False
     # Draining allocations on the same GPUs that must be gone before this workload starts.
     waits_for: frozenset[str] = field(default_factory=frozenset)
+    save_s: int | None = None
+    saves_on_notice: bool = False
+    grace_period_s: int = ALLOCATION_GRACE_PERIOD_S
 
     @property
     def gpus(self) -> int:
@@ -134,3 +146,29 @@ class Allocation:
 
     def runtime_s(self, now: Timestamp) -> int:
         return max(0, now - self.started_at)
+
+    @property
+    def notice_save_s(self) -> int | None:
+        """The seconds this workload takes to save everything at a notice, when that claim is
+        believed; None when it is not, and a reclaim loses the work since the last checkpoint.
+
+        Believed only from a workload that has reported a checkpoint (the claim comes with one;
+        a claim without one proves nothing) whose save, at the largest of its recent reports,
+        fits in its grace period (a save cut by SIGKILL keeps nothing). A workload that says
+        nothing is never assumed to save."""
+        save_s = self.save_s
+        if (
+            not self.saves_on_notice
+            or save_s is None
+            or self.last_checkpoint_at is None
+            or save_s > self.grace_period_s
+        ):
+            return None
+        return save_s
+
+    def lost_at_notice_gpu_s(self, now: Timestamp) -> int:
+        """GPU-seconds a reclaim at `now` costs the workload: its save time when it believably
+        saves at the notice (it saves then however recent its last checkpoint, and its GPUs are
+        held meanwhile), else the work since its last checkpoint (`work_at_risk_gpu_s`)."""
+        save_s = self.notice_save_s
+        return self.work_at_risk_gpu_s(now) if save_s is None else self.gpus * save_s

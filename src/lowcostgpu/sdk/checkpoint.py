@@ -107,9 +107,19 @@ class Checkpointer:
         min_interval_s: float = 30.0,
         max_interval_s: float = 3600.0,
         verify_checksum: bool = True,
+        saves_on_notice: bool | None = None,
     ) -> None:
         """verify_checksum=False: trust file count and sizes on load instead of re-reading every
-        byte (a full read costs about 1 s per GB here; worth skipping for very large states)."""
+        byte (a full read costs about 1 s per GB here; worth skipping for very large states).
+
+        Each report says how long the save took (`save_s`, measured here: write, fsync, marker,
+        rename — what a save at a notice must finish before the deadline) and whether this
+        workload saves when a notice comes (`saves_on_notice`). The control plane charges a
+        workload that does so its save time, not the work since its last checkpoint, when it
+        chooses whom to reclaim. saves_on_notice=None infers it: true once the loop has asked
+        `should_stop()` with the SIGTERM handler installed (the documented loop saves when it
+        answers true); pass False if the loop exits without saving at a notice, True if it saves
+        by other means."""
         if keep_last < 1:
             raise ValueError(f"keep_last must be at least 1, got {keep_last}")
         self.directory = Path(directory)
@@ -129,6 +139,8 @@ class Checkpointer:
             max_interval_s=max_interval_s,
         )
         self._pending: Future[CheckpointInfo] | None = None
+        self._saves_on_notice = saves_on_notice
+        self._polled_notice = False
         self._remove_leftovers()
 
     # ---- reading -------------------------------------------------------------------------
@@ -177,7 +189,16 @@ class Checkpointer:
         return self.policy.due(step)
 
     def should_stop(self) -> bool:
+        """True once a notice came: save now (`save`) and exit with EXIT_INTERRUPTED."""
+        self._polled_notice = True
         return self.notice.requested
+
+    @property
+    def saves_on_notice(self) -> bool:
+        """What the reports say: given, or inferred (the loop polls an installed notice)."""
+        if self._saves_on_notice is not None:
+            return self._saves_on_notice
+        return self._polled_notice and self.notice.installed
 
     def save(self, step: int, write_fn: Callable[[Path], object]) -> CheckpointInfo:
         """Write a checkpoint of `step` with write_fn(tmp_dir) and make it durable; blocking."""
@@ -305,6 +326,8 @@ class Checkpointer:
             duration_s=round(total_s, 6),
             blocking_s=round(blocking_s, 6),
             size_bytes=info.size_bytes,
+            save_s=round(total_s, 6),
+            saves_on_notice=self.saves_on_notice,
         )
 
     def _prune(self) -> None:

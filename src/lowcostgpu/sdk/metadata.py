@@ -42,9 +42,25 @@ class MetadataClient:
     def enabled(self) -> bool:
         return self.base_url is not None
 
-    def report_checkpoint(self, step: int, **extra: Any) -> bool:
-        """Tell the control plane a checkpoint of `step` is durable; True if it was accepted."""
-        status, _ = self._call("POST", "/checkpoint", {"step": int(step), **extra})
+    def report_checkpoint(
+        self,
+        step: int,
+        *,
+        save_s: float | None = None,
+        saves_on_notice: bool | None = None,
+        **extra: Any,
+    ) -> bool:
+        """Tell the control plane a checkpoint of `step` is durable; True if it was accepted.
+
+        `save_s`: the seconds the save took; `saves_on_notice`: this workload saves when a notice
+        comes (the plane then charges a reclaim its save time, not the work since this
+        checkpoint; it needs `save_s` with it). Each is sent only when given."""
+        body: dict[str, Any] = {"step": int(step), **extra}
+        if save_s is not None:
+            body["save_s"] = float(save_s)
+        if saves_on_notice is not None:
+            body["saves_on_notice"] = bool(saves_on_notice)
+        status, _ = self._call("POST", "/checkpoint", body)
         return status is not None and 200 <= status < 300
 
     def report_complete(self, step: int | None = None) -> bool:

@@ -2,10 +2,12 @@
 
 No control plane can run this. The true loss of reclaiming a workload depends on what the
 workload does at SIGTERM — a job that writes its checkpoint within the grace period loses
-nothing, one that never checkpoints loses its whole run, one whose save does not fit loses what it
-did since its last periodic save — and the plane only sees the checkpoints a workload chooses to
-report. The simulator knows (`sim.workload.Workload.lost_if_noticed_s`), so it can run the search
-with that knowledge and show how much lost work any victim rule could still save on a trace:
+nothing (a periodic saver, or one that saves only at a notice), one that never checkpoints loses
+its whole run, one whose save does not fit loses what it did since its last periodic save (a
+notice-only saver: its whole run) — and the plane only sees the checkpoints, and the save claims,
+a workload chooses to report. The simulator knows (`sim.workload.Workload.lost_if_noticed_s`),
+so it can run the search with that knowledge and show how much lost work any victim rule could
+still save on a trace:
 
 - `clairvoyant`: the cost is the true loss alone — the greedy best, decision by decision (not a
   global optimum: a cheap reclaim now can cost more later);

@@ -371,7 +371,7 @@ class Simulation:
         if not wl.is_current(allocation_id):
             return  # that run is over (killed, or interrupted and restarted since)
         if kind == "exit":  # after SIGTERM, at its own pace
-            if wl.job.checkpoints and wl.saved_s > 0:
+            if wl.saves and wl.saved_s > 0:
                 self._checkpoint(job_id, wl.saved_s, now)
             wl.end_run(now)
             self._report(job_id, WorkloadExited(EXIT_ON_SIGTERM), now)
@@ -397,7 +397,13 @@ class Simulation:
         if job_id in self.hidden:
             return
         before = self.state.instance(job_id)
-        self._report(job_id, CheckpointReported(step), now)
+        wl = self.workloads[job_id]
+        # What the SDK reports with each checkpoint: the save's time, and whether it saves at a
+        # notice (its save there fits in the grace period).
+        claim = CheckpointReported(
+            step, wl.job.checkpoint_cost_s, wl.saves_at_notice(self.grace_period_s)
+        )
+        self._report(job_id, claim, now)
         self.checkpoint_ages.learn(before, self.state.instance(job_id))
         self.config = self.checkpoint_ages.applied(self.config)
 

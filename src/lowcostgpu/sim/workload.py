@@ -10,7 +10,17 @@ After SIGTERM a workload stops working and exits at its own pace within the grac
 - one that checkpoints writes a last checkpoint (it takes `checkpoint_cost_s`), reports it and
   exits — if that fits in the grace period; if it does not, it is SIGKILLed at the deadline and
   keeps only its last periodic checkpoint;
-- one that never checkpoints exits at once: it has nothing to save, and restarts from zero.
+- one that saves only at a notice (`checkpoint_interval_s` None, `checkpoint_cost_s` > 0) never
+  saves while it runs; at SIGTERM it writes one checkpoint of everything done (it takes
+  `checkpoint_cost_s`), reports it and exits — if that fits in the grace period, and its restart
+  resumes from there; if it does not, it is SIGKILLed at the deadline and loses its whole run;
+- one that never checkpoints (interval None, cost 0) exits at once: it has nothing to save, and
+  restarts from zero.
+
+Every checkpoint it reports says what the SDK would (`CheckpointReported`): `save_s` is
+`checkpoint_cost_s`, and `saves_on_notice` whether its save at a notice fits in the grace period
+(true for the 10-min/30 s habit and for a notice saver whose save fits, false for the hourly/400 s
+habit).
 
 Whatever was done since the last saved checkpoint is lost; a requeued job redoes it, so its
 total running time grows.
@@ -107,9 +117,14 @@ class Workload:
         self.saved_s += self.job.checkpoint_interval_s
         self.checkpoints_written += 1
 
+    @property
+    def saves(self) -> bool:
+        """It writes checkpoints at all: periodically, or only at a notice (a save has a cost)."""
+        return self.job.checkpoints or self.job.checkpoint_cost_s > 0
+
     def saves_at_notice(self, grace_s: int) -> bool:
         """Whether a SIGTERM makes it write a checkpoint of everything done, within the grace."""
-        return self.job.checkpoints and self.job.checkpoint_cost_s <= grace_s
+        return self.saves and self.job.checkpoint_cost_s <= grace_s
 
     def lost_if_noticed_s(self, now: int, grace_s: int) -> int:
         """The work a SIGTERM at `now` would lose (per GPU): what `notice` and `end_run` would
@@ -129,12 +144,12 @@ class Workload:
         self.run_before_interruption_s.append(now - self.run.started_at)
         done, saved = self.progress_at(now)
         self.saved_s = max(self.saved_s, saved)
-        if not self.job.checkpoints:
+        if not self.saves:
             return now
         if self.saves_at_notice(grace_s):
             self.saved_s = done  # the last checkpoint holds everything done so far
             return now + self.job.checkpoint_cost_s
-        return None
+        return None  # its save does not fit: SIGKILL at the deadline
 
     def end_run(self, now: int) -> None:
         """The run is over (exit or SIGKILL): account its time and the work it lost."""

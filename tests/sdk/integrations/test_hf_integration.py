@@ -67,6 +67,10 @@ def test_sigterm_saves_at_step_end_and_resume_matches_uninterrupted_run(
     assert latest_complete_checkpoint(out) == str(out / f"checkpoint-{stop_step}")
     reported = [body["step"] for body in metadata_server.posted("/checkpoint")]
     assert reported == [s for s in (5, 10, 15, 20) if s < stop_step] + [stop_step]
+    claims = [
+        (b["save_s"] >= 0, b["saves_on_notice"]) for b in metadata_server.posted("/checkpoint")
+    ]
+    assert claims == [(True, True)] * len(reported)  # each save timed; it saves at a notice
     assert metadata_server.posted("/complete") == []  # an interruption is not a success
 
     # A crash mid-save of a later step left a half-written directory: it must be skipped,

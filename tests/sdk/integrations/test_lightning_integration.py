@@ -66,6 +66,8 @@ def test_sigterm_saves_the_current_step_atomically_stops_and_resume_continues_fr
     assert f"step {stop + 1}\n" not in first.lines  # stopped at the end of that batch
     assert [step for step, _ in checkpoints(ckpts)] == [stop]
     assert [body["step"] for body in metadata_server.posted("/checkpoint")] == [stop]
+    [report] = metadata_server.posted("/checkpoint")
+    assert report["save_s"] >= 0 and report["saves_on_notice"] is True  # timed; saves at notices
     assert metadata_server.posted("/complete") == []
 
     # The checkpoint holds exactly the state after `stop` optimizer steps.

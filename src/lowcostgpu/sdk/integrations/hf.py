@@ -171,6 +171,7 @@ class LowcostgpuTrainerCallback(TrainerCallback):
         self.interrupted = False
         self.resumed_from_step: int | None = None
         self.last_saved_step: int | None = None
+        self._save_started: float | None = None  # when the Trainer was told to save
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -199,6 +200,7 @@ class LowcostgpuTrainerCallback(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
         if control.should_save and args.should_save:
+            self._save_started = time.monotonic()  # the Trainer saves right after this hook
             _invalidate(_output_dir(args) / f"checkpoint-{state.global_step}")
 
     def on_save(
@@ -212,7 +214,15 @@ class LowcostgpuTrainerCallback(TrainerCallback):
             return
         write_completion_marker(path)
         self.last_saved_step = state.global_step
-        self.metadata.report_checkpoint(state.global_step, path=str(path))
+        started, self._save_started = self._save_started, None
+        save_s = None if started is None else round(time.monotonic() - started, 6)
+        # This callback saves at every notice it sees: a claim the plane weighs (`save_s`).
+        self.metadata.report_checkpoint(
+            state.global_step,
+            path=str(path),
+            save_s=save_s,
+            saves_on_notice=self.notice.installed and save_s is not None,
+        )
 
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any

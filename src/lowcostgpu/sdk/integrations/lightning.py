@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -153,11 +154,16 @@ class LowcostgpuLightningCallback(pl.Callback):
         if trainer.is_global_zero:
             self.dirpath.mkdir(parents=True, exist_ok=True)
         trainer.strategy.barrier("lowcostgpu.save.mkdir")
+        started = time.monotonic()
         trainer.save_checkpoint(tmp)  # a collective on sharded strategies
         if trainer.is_global_zero:
             _commit(tmp, final)
+            save_s = round(time.monotonic() - started, 6)
             self._prune()
-            self.metadata.report_checkpoint(step, path=str(final))
+            # This callback saves at every notice it sees: a claim the plane weighs.
+            self.metadata.report_checkpoint(
+                step, path=str(final), save_s=save_s, saves_on_notice=self.notice.installed
+            )
         trainer.strategy.barrier("lowcostgpu.save.commit")
         self.last_saved_step = step
         return final
