@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
+from lowcostgpu.core.credits import LostWorkCredit, reclaim_credits
 from lowcostgpu.core.effects import (
     Effect,
     EmitEvent,
@@ -97,6 +98,8 @@ class SimResult:
     min_runtime_s: int = 300
     reclaims: ReclaimLosses = field(default_factory=ReclaimLosses)
     etas: EtaLog = field(default_factory=EtaLog)  # the ETAs queued jobs were given (`sim.eta`)
+    # What `--credit-lost-work` would credit at each reclaim (`core.credits`, as the server).
+    lost_work_credits: list[LostWorkCredit] = field(default_factory=list)
 
 
 class Simulation:
@@ -137,6 +140,7 @@ class Simulation:
         self.samples: list[Sample] = []
         self.rejected: dict[str, str] = {}
         self.reclaims = ReclaimLosses()
+        self.lost_work_credits: list[LostWorkCredit] = []
         self.etas = EtaLog(mean_work_by_pool(trace.jobs))
         # The clairvoyant dry run at each reclaim (`sim.reclaims`): it weighs every host of the
         # pool (its cost cannot be bounded), so a speed measurement may leave it out.
@@ -179,6 +183,7 @@ class Simulation:
             min_runtime_s=self.config.min_runtime_s,
             reclaims=self.reclaims,
             etas=self.etas,
+            lost_work_credits=self.lost_work_credits,
         )
 
     def _handle(self, kind: str, key: str, alloc: str) -> None:
@@ -292,6 +297,7 @@ class Simulation:
 
     def _apply(self, step: EngineStep) -> None:
         self.state = step.state
+        self.lost_work_credits += reclaim_credits(step.effects, step.state.instances)
         if step.wake_at is not None and step.wake_at not in self.ticks:
             self.ticks.add(step.wake_at)
             self.heap.push(max(step.wake_at, self.heap.now), TICK, ("tick", "", ""))
