@@ -23,6 +23,7 @@ def test_a_reporting_job_is_credited_the_work_since_its_last_reported_checkpoint
     figures = summarise(result, catalog)
     rate = Fraction(catalog.gpu("a100-sxm4").interruptible_per_gpu_hour.amount)
     assert figures["lost_work_credits"] == 1
+    assert figures["lost_work_credit_true_loss_gpu_hours"] == 0  # it saved in its grace
     assert figures["lost_work_credit_gpu_hours"] == round(120 / 3600, 3)
     assert figures["lost_work_credit_usd"] == str(to_money(rate * 120 / 3600).amount)
     share = rate * 120 / 3600 / Fraction(figures["revenue_interruptible_usd"])
@@ -43,6 +44,16 @@ def test_a_job_that_never_reports_is_credited_nothing() -> None:
 def test_no_interruptible_revenue_gives_no_share() -> None:
     figures = summarise(run([job("od", 0, 100, 2, OD)]), load_catalog())
     assert figures["lost_work_credit_share_of_interruptible_revenue"] is None
+
+
+def test_a_job_that_cannot_save_in_its_grace_is_credited_its_gpu_time_since_the_report() -> None:
+    # Saves every 100 s of work in 400 s (longer than the grace): reported at 500 and 1000; at
+    # the notice (1200) it has worked 100 s since and is 100 s into a save it cannot finish.
+    result = run([job("ir", 0, 2000, 1, interval=100, cost=400), job("od", 1200, 10, 2, OD)])
+    figures = summarise(result, load_catalog())
+    (credit,) = result.lost_work_credits
+    assert credit.gpu_s == 200  # the GPU-time since the report: the work and the lost save
+    assert figures["lost_work_credit_true_loss_gpu_hours"] == round(100 / 3600, 3)  # the work
 
 
 def test_the_figures_are_in_the_table_and_explained() -> None:

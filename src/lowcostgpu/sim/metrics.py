@@ -91,7 +91,7 @@ def summarise(result: SimResult, catalog: Catalog) -> dict[str, Any]:
         "preemptible_wait_p99_s": percentile(_waits(ir), 99),
         **_utilisation(result, capacity_gpu_s),
         **_revenue(lines),
-        **lost_work_credit_figures(result.lost_work_credits, lines, catalog),
+        **lost_work_credit_figures(result, lines, catalog),
         "queue_eta": eta_figures(result.etas, result.workloads, percentile),
         "events": result.events,
         "engine_calls": result.engine_calls,
@@ -267,15 +267,18 @@ def _revenue(lines: list[InvoiceLine]) -> dict[str, Any]:
 
 
 def lost_work_credit_figures(
-    credits: list[LostWorkCredit], lines: list[InvoiceLine], catalog: Catalog
+    result: SimResult, lines: list[InvoiceLine], catalog: Catalog
 ) -> dict[str, Any]:
     """What crediting lost work would cost the operator: credited GPU-hours and dollars, and
-    their share of the interruptible revenue (`None` without any)."""
+    their share of the interruptible revenue (`None` without any); and what the credited victims
+    truly lost (the credit is decided at the notice, so work saved in the grace is credited)."""
+    credits: list[LostWorkCredit] = result.lost_work_credits
     credited = sum((c.exact_usd(catalog) for c in credits), Fraction(0))
     revenue = sum((line.exact for line in lines if line.capacity_class is _IR), Fraction(0))
     return {
         "lost_work_credits": len(credits),
         "lost_work_credit_gpu_hours": _hours(sum(c.gpu_s for c in credits)),
+        "lost_work_credit_true_loss_gpu_hours": _hours(result.credited_true_loss_gpu_s),
         "lost_work_credit_usd": str(to_money(credited).amount),
         "lost_work_credit_share_of_interruptible_revenue": (
             round(float(credited / revenue), 4) if revenue else None

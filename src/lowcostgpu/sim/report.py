@@ -123,6 +123,11 @@ FIGURES: dict[str, tuple[str, str]] = {
         "lost_work_credit_usd ÷ the interruptible revenue; 0 = reclaims destroyed no reported "
         "work; — without interruptible revenue",
     ),
+    "lost_work_credit_true_loss_gpu_hours": (
+        "GPU-h",
+        "what the credited victims truly lost: below lost_work_credit_gpu_hours by the work "
+        "they saved in their grace (the credit is decided at the notice, T+0)",
+    ),
     "events": ("count", "simulation events handled"),
     "wall_s": ("s", "wall-clock time the run took (the only figure that differs between runs)"),
 }
@@ -204,7 +209,8 @@ def credit_lines(f: dict[str, Any]) -> list[str]:
     return [
         f"  lost-work credit {_usd(f['lost_work_credit_usd'])} "
         f"({shown(f['lost_work_credit_gpu_hours'])} GPU-h at {shown(f['lost_work_credits'])} "
-        f"reclaims; {shown(share)} of interruptible revenue) had --credit-lost-work been on"
+        f"reclaims; {shown(share)} of interruptible revenue) had --credit-lost-work been on; "
+        f"those victims truly lost {shown(f['lost_work_credit_true_loss_gpu_hours'])} GPU-h"
     ]
 
 

@@ -100,6 +100,7 @@ class SimResult:
     etas: EtaLog = field(default_factory=EtaLog)  # the ETAs queued jobs were given (`sim.eta`)
     # What `--credit-lost-work` would credit at each reclaim (`core.credits`, as the server).
     lost_work_credits: list[LostWorkCredit] = field(default_factory=list)
+    credited_true_loss_gpu_s: int = 0  # what those victims truly lost (some save in the grace)
 
 
 class Simulation:
@@ -141,6 +142,7 @@ class Simulation:
         self.rejected: dict[str, str] = {}
         self.reclaims = ReclaimLosses()
         self.lost_work_credits: list[LostWorkCredit] = []
+        self.credited_true_loss_gpu_s = 0
         self.etas = EtaLog(mean_work_by_pool(trace.jobs))
         # The clairvoyant dry run at each reclaim (`sim.reclaims`): it weighs every host of the
         # pool (its cost cannot be bounded), so a speed measurement may leave it out.
@@ -184,6 +186,7 @@ class Simulation:
             reclaims=self.reclaims,
             etas=self.etas,
             lost_work_credits=self.lost_work_credits,
+            credited_true_loss_gpu_s=self.credited_true_loss_gpu_s,
         )
 
     def _handle(self, kind: str, key: str, alloc: str) -> None:
@@ -297,7 +300,7 @@ class Simulation:
 
     def _apply(self, step: EngineStep) -> None:
         self.state = step.state
-        self.lost_work_credits += reclaim_credits(step.effects, step.state.instances)
+        self._credit(step)
         if step.wake_at is not None and step.wake_at not in self.ticks:
             self.ticks.add(step.wake_at)
             self.heap.push(max(step.wake_at, self.heap.now), TICK, ("tick", "", ""))
@@ -309,6 +312,16 @@ class Simulation:
             self.depth -= 1
         if self.depth == 0 and self.finished:
             self._archive_finished()
+
+    def _credit(self, step: EngineStep) -> None:
+        """What `--credit-lost-work` would credit at the step's reclaims (before their notices
+        are carried out), and what those victims truly lose."""
+        credits = reclaim_credits(step.effects, step.state.instances)
+        if credits:
+            now = self.heap.now
+            self.lost_work_credits += credits
+            lost = sum(self._loss_if_noticed_s(c.instance_id, now) * c.gpus for c in credits)
+            self.credited_true_loss_gpu_s += lost
 
     def _effect(self, effect: Effect, now: int) -> None:
         if isinstance(effect, StartWorkload):
