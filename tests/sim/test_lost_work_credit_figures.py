@@ -6,8 +6,12 @@ from __future__ import annotations
 from fractions import Fraction
 
 from sim_builders import OD, job, run
+from test_sim_matches_app import _play_in_the_app
 
 from lowcostgpu.adapters.files import load_catalog
+from lowcostgpu.adapters.store.memory import MemoryStore
+from lowcostgpu.app.billing import credit_amount
+from lowcostgpu.app.plane import PlaneConfig
 from lowcostgpu.core.rating import to_money
 from lowcostgpu.sim.metrics import summarise
 from lowcostgpu.sim.report import FIGURES, TABLE_KEYS, credit_lines
@@ -59,3 +63,13 @@ def test_a_job_that_cannot_save_in_its_grace_is_credited_its_gpu_time_since_the_
 def test_the_figures_are_in_the_table_and_explained() -> None:
     for key in ("lost_work_credit_usd", "lost_work_credit_share_of_interruptible_revenue"):
         assert key in TABLE_KEYS and key in FIGURES
+
+
+def test_the_simulator_credits_what_the_served_plane_credits_in_the_same_scenario() -> None:
+    sim = run([job("ir", 0, 1000, 2, interval=100, cost=10), job("od", 500, 100, 2, OD)])
+    store = MemoryStore()
+    _play_in_the_app(PlaneConfig(credit_lost_work=True), store)
+    (served,) = [e for e in store.ledger("sim") if e.kind == "credit"]
+    (simulated,) = sim.lost_work_credits
+    assert (served.key, served.at, served.memo) == (simulated.key, 500, simulated.memo)
+    assert served.amount == credit_amount(simulated, load_catalog())
