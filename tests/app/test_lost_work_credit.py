@@ -1,8 +1,11 @@
 """`--credit-lost-work` on the served path: the real ControlPlane on SQLite credits a reclaim's
-lost work once, in the reclaim's own commit; off, nothing changes."""
+lost work once, when the drained run ends (the workload left, or was killed at the deadline), in
+that end's own commit, from the checkpoints reported until then; off, nothing changes."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
@@ -16,11 +19,15 @@ from lowcostgpu.adapters.store.sql import SqlStore
 from lowcostgpu.api.app import create_app
 from lowcostgpu.app.accounts import Accounts
 from lowcostgpu.app.launch import LaunchRequest
+from lowcostgpu.app.loop import ReconcileLoop
 from lowcostgpu.cli import billing
 from lowcostgpu.domain.events import Reason
+from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.store import Commit, LedgerEntry, Store
+from waiting import wait_until
 
 NOTICE_AFTER_CHECKPOINT_S = 840  # 14 minutes of work since the last reported checkpoint
+GRACE_S = 300
 
 
 def _world(store: Store, *, credit: bool) -> World:
@@ -36,9 +43,9 @@ def _account(w: World, name: str) -> str:
     return account.id
 
 
-def _reclaimed(w: World, *, report: bool = True) -> tuple[str, str, str]:
+def _noticed(w: World, *, report: bool = True) -> tuple[str, str, str]:
     """An interruptible 8-GPU instance of one account runs, reports a checkpoint (or none),
-    and is reclaimed 14 minutes later for another account's on-demand launch."""
+    and is reclaimed 14 minutes later for another account's on-demand launch: it drains."""
     acct, other = _account(w, "acme"), _account(w, "globex")
     i = w.plane.launch(LaunchRequest(acct, "a100-sxm4", "interruptible", 8, command=("t",)))
     w.tick()
@@ -47,8 +54,30 @@ def _reclaimed(w: World, *, report: bool = True) -> tuple[str, str, str]:
         w.plane.report_checkpoint(i.state.id, 100)
     w.clock.advance(NOTICE_AFTER_CHECKPOINT_S)
     w.plane.launch(LaunchRequest(other, "a100-sxm4", "on-demand", 8, command=("serve",)))
-    assert Reason.PREEMPTED in [e.reason for e in w.store.events(account_id=acct)]
+    assert w.store.instance(i.state.id).state.status is InstanceStatus.INTERRUPTING
     return acct, other, i.state.id
+
+
+def _drain_ends(w: World, instance_id: str, how: str) -> None:
+    """`exit`: the workload leaves 20 s into its grace; `saved`: it reports a save at 10 s and
+    leaves at 20 s; `killed`: it is still running at the deadline."""
+    if how == "killed":
+        w.tick(GRACE_S)
+        return
+    alloc = w.allocation(instance_id)
+    w.clock.advance(10)
+    if how == "saved":
+        w.plane.report_checkpoint(instance_id, 101)
+    w.clock.advance(10)
+    w.runtime.finish(alloc, 143)
+    w.tick()
+
+
+def _reclaimed(w: World, *, report: bool = True, how: str = "killed") -> tuple[str, str, str]:
+    acct, other, instance_id = _noticed(w, report=report)
+    _drain_ends(w, instance_id, how)
+    assert w.store.instance(instance_id).state.status is InstanceStatus.QUEUED  # requeued
+    return acct, other, instance_id
 
 
 def _credits(store: Store, account_id: str) -> list[LedgerEntry]:
@@ -59,6 +88,10 @@ def _expected_usd(w: World) -> Decimal:
     rate = Fraction(w.plane.catalog.gpu("a100-sxm4").interruptible_per_gpu_hour.amount)
     exact = rate * 8 * NOTICE_AFTER_CHECKPOINT_S / 3600
     return Decimal(exact.numerator) / Decimal(exact.denominator)
+
+
+def _events(store: Store, account_id: str, reason: Reason) -> list[int]:
+    return [e.at for e in store.events(account_id=account_id) if e.reason is reason]
 
 
 @pytest.fixture
@@ -72,26 +105,43 @@ def test_with_the_option_off_a_reclaim_writes_no_credit(db: str) -> None:
     assert _credits(w.store, acct) == []
 
 
-def test_with_the_option_on_a_reclaim_credits_the_work_since_the_checkpoint(db: str) -> None:
+@pytest.mark.parametrize("how", ["killed", "exit"])
+def test_the_credit_is_written_when_the_drained_run_ends_not_at_the_notice(
+    db: str, how: str
+) -> None:
     w = _world(SqlStore.open(db), credit=True)
-    acct, other, instance_id = _reclaimed(w)
-    before = w.store.balance(acct)
+    acct, other, instance_id = _noticed(w)
+    assert _credits(w.store, acct) == []  # draining: not decided yet
+    _drain_ends(w, instance_id, how)
     (credit,) = _credits(w.store, acct)
     assert credit.amount == _expected_usd(w) and credit.amount > 0
     assert credit.memo == (
         f"credit: work lost at reclaim of {instance_id} (8 GPU × 0:14:00 since last checkpoint)"
     )
-    preempted = [e for e in w.store.events(account_id=acct) if e.reason is Reason.PREEMPTED]
-    assert credit.at == preempted[0].at  # decided with the reclaim, dated at its notice
+    (ended_at,) = _events(w.store, acct, Reason.INTERRUPTED)
+    (notice_at,) = _events(w.store, acct, Reason.PREEMPTED)
+    assert credit.at == ended_at == notice_at + (GRACE_S if how == "killed" else 20)
     assert _credits(w.store, other) == []  # the on-demand customer is credited nothing
     others = sum(e.amount for e in w.store.ledger(acct) if e.kind != "credit")  # top-up, charges
-    assert before == others + credit.amount  # the balance includes the credit
+    assert w.store.balance(acct) == others + credit.amount  # the balance includes the credit
 
 
-def test_an_instance_that_reported_no_checkpoint_is_credited_nothing(db: str) -> None:
+@pytest.mark.parametrize(
+    ("report", "how", "credited"),
+    [
+        (True, "killed", True),  # killed at the deadline without a save: its 14 minutes
+        (True, "saved", False),  # saved in its grace: it lost nothing
+        (True, "exit", True),  # left without saving: its 14 minutes
+        (False, "killed", False),  # never reported a checkpoint: nothing
+        (False, "saved", False),  # its first report came in the grace: nothing lost
+    ],
+)
+def test_what_was_reported_by_the_runs_end_decides_the_credit(
+    db: str, report: bool, how: str, credited: bool
+) -> None:
     w = _world(SqlStore.open(db), credit=True)
-    acct, _, _ = _reclaimed(w, report=False)
-    assert _credits(w.store, acct) == []
+    acct, _, _ = _reclaimed(w, report=report, how=how)
+    assert len(_credits(w.store, acct)) == (1 if credited else 0)
 
 
 def test_the_credit_is_taken_once_across_a_replay_and_a_restart(db: str) -> None:
@@ -109,13 +159,14 @@ def test_the_credit_is_taken_once_across_a_replay_and_a_restart(db: str) -> None
 
 
 class _FailsOnce:
-    """A store whose first commit carrying a `Preempted` event fails: a crash at the reclaim."""
+    """A store whose first commit carrying an `Interrupted` event fails: a crash at the drain's
+    end."""
 
     def __init__(self, store: Store) -> None:
         self._store, self.failed = store, False
 
     def commit(self, commit: Commit) -> None:
-        if not self.failed and any(e.reason is Reason.PREEMPTED for e in commit.events):
+        if not self.failed and any(e.reason is Reason.INTERRUPTED for e in commit.events):
             self.failed = True
             raise ConnectionError("the database went away")
         self._store.commit(commit)
@@ -124,23 +175,60 @@ class _FailsOnce:
         return getattr(self._store, name)
 
 
-def test_a_reclaim_whose_commit_fails_credits_nothing_until_it_is_decided_again(
-    db: str,
+@pytest.mark.parametrize("how", ["killed", "exit"])
+def test_a_drain_end_whose_commit_fails_credits_nothing_until_it_is_decided_again(
+    db: str, how: str
 ) -> None:
     store = _FailsOnce(SqlStore.open(db))
     w = _world(store, credit=True)  # type: ignore[arg-type]
+    acct, _, instance_id = _noticed(w)
+    with pytest.raises(ConnectionError):
+        _drain_ends(w, instance_id, how)
+    assert store.failed and _credits(store, acct) == []  # lost together with the run's end
+    assert w.store.instance(instance_id).state.status is InstanceStatus.INTERRUPTING
+    w.tick()  # decided again (the exit is reported again; the deadline is in the store)
+    assert w.store.instance(instance_id).state.status is InstanceStatus.QUEUED
+    assert len(_credits(store, acct)) == 1
+    w.tick(30)
+    assert len(_credits(store, acct)) == 1
+
+
+@pytest.fixture
+def looping(db: str) -> Iterator[World]:
+    """A served plane whose reconcile loop runs in its own thread (a short poll: the clock is
+    the test's, the loop's waits are real)."""
+    w = _world(SqlStore.open(db), credit=True)
+    w.plane.config = replace(w.plane.config, poll_interval_s=0.02)
+    loop = ReconcileLoop(w.plane, "test")
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+        yield w
+    finally:
+        loop.stop()
+        thread.join(timeout=30)
+
+
+def test_with_the_loop_running_the_credit_appears_once_the_workload_has_left(
+    looping: World,
+) -> None:
+    w = looping
     acct, other = _account(w, "acme"), _account(w, "globex")
     i = w.plane.launch(LaunchRequest(acct, "a100-sxm4", "interruptible", 8, command=("t",)))
-    w.tick()
-    w.tick(10)
-    w.plane.report_checkpoint(i.state.id, 100)
+    instance_id = i.state.id
+    running = InstanceStatus.RUNNING
+    wait_until(lambda: w.store.instance(instance_id).state.status is running, what="it runs")
+    w.plane.report_checkpoint(instance_id, 100)
     w.clock.advance(NOTICE_AFTER_CHECKPOINT_S)
-    od = LaunchRequest(other, "a100-sxm4", "on-demand", 8, command=("serve",))
-    with pytest.raises(ConnectionError):
-        w.plane.launch(od)
-    assert store.failed and _credits(store, acct) == []  # lost together with the reclaim
-    w.plane.launch(od)  # decided again: one reclaim, one credit
-    assert len(_credits(store, acct)) == 1
+    w.plane.launch(LaunchRequest(other, "a100-sxm4", "on-demand", 8, command=("serve",)))
+    draining = w.store.instance(instance_id).state
+    assert draining.status is InstanceStatus.INTERRUPTING  # it stays so until its workload left
+    assert _credits(w.store, acct) == []
+    w.clock.advance(20)
+    w.runtime.finish(w.allocation(instance_id), 143)
+    (credit,) = wait_until(lambda: _credits(w.store, acct), what="the credit at the drain's end")
+    assert draining.notice_at is not None
+    assert credit.amount == _expected_usd(w) and credit.at == draining.notice_at + 20
 
 
 def test_the_bill_shows_the_credit_as_its_own_line_over_the_api_and_in_the_cli(db: str) -> None:

@@ -64,7 +64,7 @@ def bill(
     ] = None,
 ) -> BillOut:
     """Invoice lines (GPU and storage) of the usage metered in [start, end), exact and rounded,
-    and the lost-work credits of the period (dated at their reclaim's notice), each its own line
+    and the lost-work credits of the period (dated at their drained run's end), each its own line
     with its reason."""
     end = ctx.plane.clock.now() + 1 if end is None else end
     if end < start:

@@ -94,7 +94,7 @@ class PlaneConfig:
     # gpus_per_node is no host size of its pool is refused at creation.
     whole_host_nodes: bool = False
     # The operator's option: a reclaim credits the work it destroyed since the instance's last
-    # reported checkpoint (`core.credits`, written with the reclaim: `app.billing`).
+    # reported checkpoint (`core.credits`, written when the drained run ends: `app.billing`).
     credit_lost_work: bool = False
 
 
@@ -478,7 +478,7 @@ class ControlPlane:
                 live.let_go(adopt)
             raise
         commit = live.commit_for(decision, now)
-        if self.config.credit_lost_work:  # in the reclaim's own commit: exactly once
+        if self.config.credit_lost_work:  # in the commit that ends the drain: exactly once
             commit = billing.with_lost_work_credits(commit, decision.step, self.catalog)
         gone = live.committed(decision, commit)
         if adopt is not None:

@@ -27,9 +27,10 @@ Definitions (docs/simulation.md repeats them with the results):
 - `revenue_usd`: metered usage rated from the catalog (`core.metering`, `core.rating`):
   on-demand at full price, interruptible at half price.
 - `lost_work_credit_usd`, `lost_work_credit_share_of_interruptible_revenue`: what the operator's
-  `--credit-lost-work` would have credited at the run's reclaims (`core.credits`, the server's
-  rule: the work since the last *reported* checkpoint, within the billed run, nothing for a job
-  that reported none), in dollars and as a share of the interruptible revenue.
+  `--credit-lost-work` would have credited when each reclaimed run ended (`core.credits`, the
+  server's rule: the billed GPU-time from the last *reported* checkpoint to the notice, within
+  the billed run; nothing for a job that reported none or saved in its grace), in dollars and as
+  a share of the interruptible revenue.
 
 Percentiles are nearest-rank (an observed value, never interpolated), so reports are exact.
 """
@@ -271,7 +272,8 @@ def lost_work_credit_figures(
 ) -> dict[str, Any]:
     """What crediting lost work would cost the operator: credited GPU-hours and dollars, and
     their share of the interruptible revenue (`None` without any); and what the credited victims
-    truly lost (the credit is decided at the notice, so work saved in the grace is credited)."""
+    truly lost (the work since their last save: the credit also counts the GPU-time of a save
+    cut short by the deadline, which the customer paid for and lost)."""
     credits: list[LostWorkCredit] = result.lost_work_credits
     credited = sum((c.exact_usd(catalog) for c in credits), Fraction(0))
     revenue = sum((line.exact for line in lines if line.capacity_class is _IR), Fraction(0))

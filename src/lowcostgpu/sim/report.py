@@ -114,9 +114,10 @@ FIGURES: dict[str, tuple[str, str]] = {
     "revenue_usd": ("$", "metered usage rated from the catalog; interruptible at half price"),
     "lost_work_credit_usd": (
         "$",
-        "what `serve --credit-lost-work` would credit: at each reclaim, the GPU-time since the "
-        "victim's last reported checkpoint (within its billed run; 0 for a job that reported "
-        "none) at its interruptible rate — what the policy's victim choices cost the operator",
+        "what `serve --credit-lost-work` would credit: when each reclaimed run ends, the billed "
+        "GPU-time from the victim's last reported checkpoint to the notice (within its billed "
+        "run; 0 for a job that reported none or saved in its grace) at its interruptible rate — "
+        "what the policy's victim choices cost the operator",
     ),
     "lost_work_credit_share_of_interruptible_revenue": (
         "share 0–1",
@@ -125,8 +126,9 @@ FIGURES: dict[str, tuple[str, str]] = {
     ),
     "lost_work_credit_true_loss_gpu_hours": (
         "GPU-h",
-        "what the credited victims truly lost: below lost_work_credit_gpu_hours by the work "
-        "they saved in their grace (the credit is decided at the notice, T+0)",
+        "what the credited victims truly lost (their work since their last save); "
+        "lost_work_credit_gpu_hours is above it only by the billed GPU-time of saves cut short "
+        "(a save in progress at the notice that the grace could not fit)",
     ),
     "events": ("count", "simulation events handled"),
     "wall_s": ("s", "wall-clock time the run took (the only figure that differs between runs)"),

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
-from lowcostgpu.core.credits import LostWorkCredit, reclaim_credits
+from lowcostgpu.core.credits import LostWorkCredit, drain_credit
 from lowcostgpu.core.effects import (
     Effect,
     EmitEvent,
@@ -98,9 +98,10 @@ class SimResult:
     min_runtime_s: int = 300
     reclaims: ReclaimLosses = field(default_factory=ReclaimLosses)
     etas: EtaLog = field(default_factory=EtaLog)  # the ETAs queued jobs were given (`sim.eta`)
-    # What `--credit-lost-work` would credit at each reclaim (`core.credits`, as the server).
+    # What `--credit-lost-work` would credit at each drained run's end (`core.credits`, as the
+    # server), and what those victims truly lost (their work since their last save, at the notice).
     lost_work_credits: list[LostWorkCredit] = field(default_factory=list)
-    credited_true_loss_gpu_s: int = 0  # what those victims truly lost (some save in the grace)
+    credited_true_loss_gpu_s: int = 0
 
 
 class Simulation:
@@ -143,6 +144,7 @@ class Simulation:
         self.reclaims = ReclaimLosses()
         self.lost_work_credits: list[LostWorkCredit] = []
         self.credited_true_loss_gpu_s = 0
+        self.true_loss_at_notice_gpu_s: dict[str, int] = {}  # instance → its drain's true loss
         self.etas = EtaLog(mean_work_by_pool(trace.jobs))
         # The clairvoyant dry run at each reclaim (`sim.reclaims`): it weighs every host of the
         # pool (its cost cannot be bounded), so a speed measurement may leave it out.
@@ -314,13 +316,24 @@ class Simulation:
             self._archive_finished()
 
     def _credit(self, step: EngineStep) -> None:
-        """What `--credit-lost-work` would credit at the step's reclaims (before their notices
-        are carried out), and what those victims truly lose."""
-        credits = reclaim_credits(step.effects, step.state.instances)
-        if credits:
-            now = self.heap.now
-            self.lost_work_credits += credits
-            lost = sum(self._loss_if_noticed_s(c.instance_id, now) * c.gpus for c in credits)
+        """What `--credit-lost-work` would credit at the drained runs this step ended (the
+        server's rule, on the checkpoints the engine saw reported), and what those victims truly
+        lost: each victim's true loss is taken at its notice (before the notice is carried out)
+        and kept until its run ends."""
+        for effect in step.effects:
+            if isinstance(effect, EmitEvent) and effect.object_kind == "instance":
+                if effect.reason is Reason.PREEMPTED:
+                    wl = self.workloads[effect.object_id]
+                    lost = self._loss_if_noticed_s(wl.job.id, effect.at) * wl.job.gpus
+                    self.true_loss_at_notice_gpu_s[wl.job.id] = lost
+                elif effect.reason is Reason.INTERRUPTED:
+                    self._credit_drain(effect, step)
+
+    def _credit_drain(self, ended: EmitEvent, step: EngineStep) -> None:
+        lost = self.true_loss_at_notice_gpu_s.pop(ended.object_id, 0)
+        credit = drain_credit(ended, step.state.instances[ended.object_id])
+        if credit is not None and credit.gpu_s > 0:
+            self.lost_work_credits.append(credit)
             self.credited_true_loss_gpu_s += lost
 
     def _effect(self, effect: Effect, now: int) -> None:
