@@ -15,6 +15,7 @@ from lowcostgpu.adapters.fakes import FakeRuntime, FakeVolumes
 from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.adapters.store.memory import MemoryStore
 from lowcostgpu.app.launch import LaunchRequest
+from lowcostgpu.app.plane import PlaneConfig
 from lowcostgpu.bootstrap.wiring import wire
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.core.metering import instance_gpu_spans, meter
@@ -53,10 +54,12 @@ def _metered(inst: InstanceState) -> int:
     return sum(r.quantity_s for r in meter(instance_gpu_spans(inst), {}, END, 60))
 
 
-def _play_in_the_app() -> tuple[dict[str, InstanceState], dict[str, int]]:
+def _play_in_the_app(
+    config: PlaneConfig | None = None, store: MemoryStore | None = None
+) -> tuple[dict[str, InstanceState], dict[str, int]]:
     clock = FixedClock(0)
     runtime = FakeRuntime(now=clock.now)
-    store = MemoryStore()
+    store = store or MemoryStore()
     plane = wire(
         store=store,
         runtime=runtime,
@@ -67,6 +70,7 @@ def _play_in_the_app() -> tuple[dict[str, InstanceState], dict[str, int]]:
         catalog=load_catalog(),
         secret=b"s" * 32,
         metadata_url="http://127.0.0.1:9/v1/metadata",
+        config=config,
     ).plane
 
     def at(t: int) -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
+from fractions import Fraction
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from lowcostgpu.api.models_input import PLAIN_TEXT
 from lowcostgpu.app.accounts import TOPUP_AMOUNT_PATTERN
-from lowcostgpu.core.rating import Invoice, InvoiceLine, to_money
+from lowcostgpu.core.rating import Invoice, InvoiceLine, round_cents, to_money
 from lowcostgpu.domain.catalog import GpuType
 from lowcostgpu.domain.money import Money
+from lowcostgpu.ports.store import LedgerEntry
 
 REFERENCE_GPU_HOURS = 100  # the price table shows the cost of 100 GPU-hours, as the product page
 
@@ -87,6 +90,25 @@ class InvoiceLineOut(BaseModel):
         )
 
 
+class CreditLineOut(BaseModel):
+    """A lost-work credit on the bill: its own line, with its reason (docs/billing.md)."""
+
+    at: int
+    description: str
+    amount: str  # rounded to cents, half-even, at the line (what is credited on the bill)
+    amount_exact: str  # what the balance was credited
+
+    @classmethod
+    def of(cls, entry: LedgerEntry) -> CreditLineOut:
+        exact = Fraction(entry.amount)
+        return cls(
+            at=entry.at,
+            description=entry.memo,
+            amount=usd(round_cents(exact)),
+            amount_exact=usd(to_money(exact)),
+        )
+
+
 class BillOut(BaseModel):
     account_id: str
     period_start: int
@@ -97,10 +119,20 @@ class BillOut(BaseModel):
     savings: str
     gpu_seconds: int
     balance: str
+    credits: list[CreditLineOut] = Field(default_factory=list)  # lost-work credits of the period
+    credits_total: str = "0.00"  # the sum of the rounded credit lines
+    credits_total_exact: str = "0.00"
+    total_after_credits: str = "0.00"  # total − credits_total
 
     @classmethod
-    def of(cls, invoice: Invoice, balance: Decimal) -> BillOut:
+    def of(cls, invoice: Invoice, balance: Decimal, credits: Sequence[LedgerEntry] = ()) -> BillOut:
+        credited = sum((round_cents(Fraction(e.amount)).amount for e in credits), Decimal(0))
+        exact = sum((Fraction(e.amount) for e in credits), Fraction(0))
         return cls(
+            credits=[CreditLineOut.of(e) for e in credits],
+            credits_total=usd(credited),
+            credits_total_exact=usd(to_money(exact)),
+            total_after_credits=usd(invoice.total.amount - credited),
             account_id=invoice.account_id,
             period_start=invoice.period_start,
             period_end=invoice.period_end,

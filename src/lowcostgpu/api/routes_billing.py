@@ -63,7 +63,9 @@ def bill(
         int | None, Query(ge=0, le=MAX_INT64, description="period end (default: now)")
     ] = None,
 ) -> BillOut:
-    """Invoice lines (GPU and storage) of the usage metered in [start, end), exact and rounded."""
+    """Invoice lines (GPU and storage) of the usage metered in [start, end), exact and rounded,
+    and the lost-work credits of the period (dated at their drained run's end), each its own line
+    with its reason."""
     end = ctx.plane.clock.now() + 1 if end is None else end
     if end < start:
         raise InvalidRequest(
@@ -72,7 +74,10 @@ def bill(
         )
     records = ctx.plane.store.usage(account_id=account_id)
     invoice = build_invoice(account_id, records, ctx.plane.catalog, start, end)
-    return BillOut.of(invoice, ctx.accounts.balance(account_id))
+    credits = [
+        e for e in ctx.plane.store.ledger(account_id) if e.kind == "credit" and start <= e.at < end
+    ]
+    return BillOut.of(invoice, ctx.accounts.balance(account_id), credits)
 
 
 @router.get("/billing/usage", tags=["billing"])
@@ -99,7 +104,8 @@ def usage(
 def balance(
     ctx: Ctx, account_id: AccountId, ledger: Annotated[int, Query(ge=0, le=10_000)] = 20
 ) -> BalanceOut:
-    """The prepaid balance and its last `ledger` movements (usage charges, top-ups)."""
+    """The prepaid balance and its last `ledger` movements (usage charges, top-ups, lost-work
+    credits)."""
     amount = ctx.accounts.balance(account_id)
     entries = ctx.plane.store.ledger(account_id)[-ledger:] if ledger else []
     return BalanceOut(

@@ -7,20 +7,32 @@ expansion ends, else to 20 places — an error below 1e-20 $ per record).
 
 `BalanceLow` fires once per crossing: when an account's balance goes from at or above the
 threshold to below it in one commit. A top-up back above the threshold re-arms it.
+
+With the operator's `--credit-lost-work` (`PlaneConfig.credit_lost_work`), a reclaim credits the
+work it destroyed (the rule: `core.credits`). The credit is decided when the drained run ends —
+its workload exited after the notice or was killed at the deadline — from the checkpoints the
+customer reported until then: its ledger entry goes into the very commit that writes the
+`Interrupted` event and the interrupted instance (`with_lost_work_credits`), keyed by instance
+and allocation. So a crash before that commit loses the run's end and its credit together (the
+exit is reported again, the decision taken again), a crash after it keeps both, and a replayed
+commit inserts nothing twice.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 
+from lowcostgpu.core.credits import LostWorkCredit, drain_credits
+from lowcostgpu.core.engine import EngineStep
 from lowcostgpu.core.metering import UsageRecord
-from lowcostgpu.core.rating import rate
+from lowcostgpu.core.rating import rate, to_money
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.events import Reason, event_type_of
-from lowcostgpu.ports.store import EventRecord, LedgerEntry
+from lowcostgpu.ports.store import Commit, EventRecord, LedgerEntry
 
 DEFAULT_LOW_BALANCE_USD = Decimal("1.00")
 
@@ -68,3 +80,24 @@ def _balance_low(account: str, balance: Decimal, threshold: Decimal, now: Timest
         ),
         data={"balance": f"{balance:f}", "threshold": f"{threshold:f}"},
     )
+
+
+def credit_entries(credits: Iterable[LostWorkCredit], catalog: Catalog) -> list[LedgerEntry]:
+    """One `credit` ledger entry per lost-work credit: positive, exact, dated when it was
+    decided (the drained run's end: a balance read before then never included it)."""
+    return [
+        LedgerEntry(c.key, c.account_id, c.decided_at, "credit", credit_amount(c, catalog), c.memo)
+        for c in credits
+    ]
+
+
+def credit_amount(credit: LostWorkCredit, catalog: Catalog) -> Decimal:
+    return to_money(credit.exact_usd(catalog)).amount
+
+
+def with_lost_work_credits(commit: Commit, step: EngineStep, catalog: Catalog) -> Commit:
+    """`commit` (the decision's) with the credits of the drained runs its step ended."""
+    credits = drain_credits(step.effects, step.state.instances)
+    if not credits:
+        return commit
+    return replace(commit, ledger=[*commit.ledger, *credit_entries(credits, catalog)])

@@ -93,6 +93,9 @@ class PlaneConfig:
     # Cluster nodes must be whole hosts (Slurm: a partition holds whole nodes); a cluster whose
     # gpus_per_node is no host size of its pool is refused at creation.
     whole_host_nodes: bool = False
+    # The operator's option: a reclaim credits the work it destroyed since the instance's last
+    # reported checkpoint (`core.credits`, written when the drained run ends: `app.billing`).
+    credit_lost_work: bool = False
 
 
 class ControlPlane:
@@ -484,6 +487,8 @@ class ControlPlane:
                 live.let_go(adopt)
             raise
         commit = live.commit_for(decision, now)
+        if self.config.credit_lost_work:  # in the commit that ends the drain: exactly once
+            commit = billing.with_lost_work_credits(commit, decision.step, self.catalog)
         gone = live.committed(decision, commit)
         if adopt is not None:
             live.let_go(adopt)  # a request that left it where it was (a repeated delete)

@@ -72,6 +72,7 @@ class ServeOptions:
     victim_policy: str = DEFAULT_POLICY_NAME  # which preemptible work a reclaim takes first
     min_runtime_s: int = 300  # a (re)started preemptible allocation's protection from reclaim
     on_demand_hold_s: int = 120  # GPUs freed after an on-demand refusal wait this long for it
+    credit_lost_work: bool = False  # a reclaim credits the work lost since the last checkpoint
     # local runtime: sandbox every workload (docs/security.md). True: required (`serve`'s default;
     # refuse to start without bwrap), False: `--no-sandbox`, None: when this machine can (demo).
     sandbox: bool | None = None
@@ -325,6 +326,7 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
             scheduler,
             metering_interval_s=options.metering_interval_s,
             whole_host_nodes=slurm is not None,  # a Slurm partition holds whole nodes
+            credit_lost_work=options.credit_lost_work,
         ),
     )
     wired.plane.standby = True  # until the loop holds the store's lead

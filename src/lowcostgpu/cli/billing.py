@@ -125,9 +125,26 @@ def bill_lines(found: dict[str, Any], show_exact: bool) -> tuple[Table, str]:
     total = f"total {fmt.cents(found['total'])}"
     if show_exact:
         total += f" (exact {fmt.exact(found['total_exact'])})"
+    credits = found.get("credits") or []
+    if credits:
+        total += (
+            f" · credits -{fmt.cents(found['credits_total'])}"
+            f" · after credits {fmt.cents(found['total_after_credits'])}"
+        )
     return table, (
         f"{total} · saved {fmt.cents(found['savings'])} · balance {fmt.cents(found['balance'])}"
     )
+
+
+def credit_lines(found: dict[str, Any], show_exact: bool) -> list[str]:
+    """The lost-work credits of the period, each its own line with its reason (local time)."""
+    lines = []
+    for c in found.get("credits") or []:
+        amount = f"-{fmt.cents(c['amount'])}"
+        if show_exact:
+            amount += f" (exact -{fmt.exact(c['amount_exact'])})"
+        lines.append(f"  {fmt.local_time(c['at'])}  {amount}  {c['description']}")
+    return lines
 
 
 def period_line(start_s: int, end_s: int) -> str:
@@ -145,8 +162,9 @@ def bill(
     show_exact: ExactFlag = False,
     as_json: JsonFields = None,
 ) -> None:
-    """Invoice lines (GPU, storage) to the cent, rounded at the line, savings, balance. Times are
-    local; the default period is every usage until now."""
+    """Invoice lines (GPU, storage) to the cent, rounded at the line, lost-work credits (each
+    with its reason), savings, balance. Times are local; the default period is every usage until
+    now."""
     with handled(), client() as api:
         first, last = period(month, start, end)
         found = api.bill(first, last)
@@ -159,6 +177,8 @@ def bill(
         Console().print(table)
     else:
         typer.echo("no usage in this period")
+    for line in credit_lines(found, show_exact):
+        typer.echo(line)
     typer.echo(total)
 
 

@@ -194,6 +194,14 @@ def serve(
             "default victim policy loses far more work: docs/scheduling.md)"
         ),
     ] = 120,
+    credit_lost_work: Annotated[
+        bool,
+        typer.Option(
+            "--credit-lost-work",
+            help="credit customers, on their bill, the GPU-time a reclaim destroyed since their "
+            "last reported checkpoint (docs/billing.md); off by default",
+        ),
+    ] = False,
     no_sandbox: Annotated[
         bool,
         typer.Option(
@@ -217,6 +225,7 @@ def serve(
         fleet_from_slurm=fleet_from_slurm, region=region, slurm_gpu_type=slurm_gpu_type,
         victim_policy=victim_policy, min_runtime_s=min_runtime_s,
         on_demand_hold_s=on_demand_hold_s, sandbox=not no_sandbox,
+        credit_lost_work=credit_lost_work,
     )  # fmt: skip
     with _clear_errors():
         run_server(options, typer.echo)

@@ -395,7 +395,14 @@ def _finish_drain(s: InstanceState, now: Timestamp) -> Result:
         )
     s = to_status(s, _I.INTERRUPTED)
     words = f"interrupted — {checkpoint_words(s)}"
-    data = {"last_checkpoint_step": s.last_checkpoint_step, "exit_code": s.exit_code}
+    data = {
+        "last_checkpoint_step": s.last_checkpoint_step,
+        "exit_code": s.exit_code,
+        # what the drained run's lost-work credit is decided on, at its end (`core.credits`)
+        "allocation_id": s.allocation_id,
+        "notice_at": s.notice_at,
+        "last_checkpoint_at": s.last_checkpoint_at,
+    }
     s, fx = release_gpus(s, [instance_event(s, Reason.INTERRUPTED, words, now, **data)])
     if s.stop_requested:
         s = to_status(s, _I.STOPPED)

@@ -29,8 +29,13 @@ def unit_price(record: UsageRecord, catalog: Catalog) -> Money:
     """Per GPU-hour (on-demand, or interruptible = on-demand × 0.50) or per GB-month."""
     if record.kind == "storage":
         return catalog.storage_per_gb_month
-    gpu = catalog.gpu(record.resource)
-    if record.capacity_class is CapacityClass.INTERRUPTIBLE:
+    return gpu_price(catalog, record.resource, record.capacity_class)
+
+
+def gpu_price(catalog: Catalog, gpu_type: str, capacity_class: CapacityClass | None) -> Money:
+    """Per GPU-hour of `gpu_type` in `capacity_class` (a lost-work credit is priced so too)."""
+    gpu = catalog.gpu(gpu_type)
+    if capacity_class is CapacityClass.INTERRUPTIBLE:
         return gpu.interruptible_per_gpu_hour
     return gpu.on_demand_per_gpu_hour
 

@@ -132,7 +132,7 @@ class ApiKeyRecord:
     created_at: Timestamp
 
 
-LedgerKind = Literal["topup", "charge"]
+LedgerKind = Literal["topup", "charge", "credit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +141,7 @@ class LedgerEntry:
 
     Inserted unless `key` exists, never updated: a usage record's charge is keyed by the record,
     so it is taken once however often the commit that carries it is replayed. `amount` is signed
-    (a top-up positive, a charge negative) and exact.
+    (a top-up or a lost-work credit positive, a charge negative) and exact.
     """
 
     key: str

@@ -26,6 +26,11 @@ Definitions (docs/simulation.md repeats them with the results):
   (`sim.eta`): |ETA − start| p50/p90 over those given one, and the share told "unknown".
 - `revenue_usd`: metered usage rated from the catalog (`core.metering`, `core.rating`):
   on-demand at full price, interruptible at half price.
+- `lost_work_credit_usd`, `lost_work_credit_share_of_interruptible_revenue`: what the operator's
+  `--credit-lost-work` would have credited when each reclaimed run ended (`core.credits`, the
+  server's rule: the billed GPU-time from the last *reported* checkpoint to the notice, within
+  the billed run; nothing for a job that reported none or saved in its grace), in dollars and as
+  a share of the interruptible revenue.
 
 Percentiles are nearest-rank (an observed value, never interpolated), so reports are exact.
 """
@@ -37,6 +42,7 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from lowcostgpu.core.credits import LostWorkCredit
 from lowcostgpu.core.metering import UsageRecord, UsageSpan, instance_gpu_spans, meter
 from lowcostgpu.core.rating import InvoiceLine, invoice_lines, to_money
 from lowcostgpu.domain.capacity import CapacityClass
@@ -86,6 +92,7 @@ def summarise(result: SimResult, catalog: Catalog) -> dict[str, Any]:
         "preemptible_wait_p99_s": percentile(_waits(ir), 99),
         **_utilisation(result, capacity_gpu_s),
         **_revenue(lines),
+        **lost_work_credit_figures(result, lines, catalog),
         "queue_eta": eta_figures(result.etas, result.workloads, percentile),
         "events": result.events,
         "engine_calls": result.engine_calls,
@@ -257,4 +264,25 @@ def _revenue(lines: list[InvoiceLine]) -> dict[str, Any]:
             f"{line.resource}/{line.capacity_class}": str(line.amount_exact.amount)
             for line in lines
         },
+    }
+
+
+def lost_work_credit_figures(
+    result: SimResult, lines: list[InvoiceLine], catalog: Catalog
+) -> dict[str, Any]:
+    """What crediting lost work would cost the operator: credited GPU-hours and dollars, and
+    their share of the interruptible revenue (`None` without any); and what the credited victims
+    truly lost (the work since their last save: the credit also counts the GPU-time of a save
+    cut short by the deadline, which the customer paid for and lost)."""
+    credits: list[LostWorkCredit] = result.lost_work_credits
+    credited = sum((c.exact_usd(catalog) for c in credits), Fraction(0))
+    revenue = sum((line.exact for line in lines if line.capacity_class is _IR), Fraction(0))
+    return {
+        "lost_work_credits": len(credits),
+        "lost_work_credit_gpu_hours": _hours(sum(c.gpu_s for c in credits)),
+        "lost_work_credit_true_loss_gpu_hours": _hours(result.credited_true_loss_gpu_s),
+        "lost_work_credit_usd": str(to_money(credited).amount),
+        "lost_work_credit_share_of_interruptible_revenue": (
+            round(float(credited / revenue), 4) if revenue else None
+        ),
     }

@@ -33,6 +33,8 @@ TABLE_KEYS = (
     "on_demand_refused_at_first",
     "utilisation_gained",
     "revenue_usd",
+    "lost_work_credit_usd",
+    "lost_work_credit_share_of_interruptible_revenue",
     "events",
     "wall_s",
 )
@@ -125,6 +127,24 @@ FIGURES: dict[str, tuple[str, str]] = {
         "preemptible GPU-h ÷ the fleet's GPU-h: capacity sold that would have stood idle",
     ),
     "revenue_usd": ("$", "metered usage rated from the catalog; interruptible at half price"),
+    "lost_work_credit_usd": (
+        "$",
+        "what `serve --credit-lost-work` would credit: when each reclaimed run ends, the billed "
+        "GPU-time from the victim's last reported checkpoint to the notice (within its billed "
+        "run; 0 for a job that reported none or saved in its grace) at its interruptible rate — "
+        "what the policy's victim choices cost the operator",
+    ),
+    "lost_work_credit_share_of_interruptible_revenue": (
+        "share 0–1",
+        "lost_work_credit_usd ÷ the interruptible revenue; 0 = reclaims destroyed no reported "
+        "work; — without interruptible revenue",
+    ),
+    "lost_work_credit_true_loss_gpu_hours": (
+        "GPU-h",
+        "what the credited victims truly lost (their work since their last save); "
+        "lost_work_credit_gpu_hours is above it only by the billed GPU-time of saves cut short "
+        "(a save in progress at the notice that the grace could not fit)",
+    ),
     "events": ("count", "simulation events handled"),
     "wall_s": ("s", "wall-clock time the run took (the only figure that differs between runs)"),
 }
@@ -192,9 +212,23 @@ def summary_lines(name: str, f: dict[str, Any]) -> list[str]:
         f"  revenue          {_usd(f['revenue_usd'])} (interruptible at half price; "
         f"{_usd(f['revenue_if_interruptible_paid_full_price_usd'])} had it paid full price; "
         "exact amounts in report.json)",
+        *credit_lines(f),
         f"  simulated        {shown(f['events'])} events in {shown(f['wall_s'])} s",
     ]
     return lines
+
+
+def credit_lines(f: dict[str, Any]) -> list[str]:
+    """What crediting lost work (`serve --credit-lost-work`) would have cost the operator."""
+    if "lost_work_credit_usd" not in f:
+        return []
+    share = f["lost_work_credit_share_of_interruptible_revenue"]
+    return [
+        f"  lost-work credit {_usd(f['lost_work_credit_usd'])} "
+        f"({shown(f['lost_work_credit_gpu_hours'])} GPU-h at {shown(f['lost_work_credits'])} "
+        f"reclaims; {shown(share)} of interruptible revenue) had --credit-lost-work been on; "
+        f"those victims truly lost {shown(f['lost_work_credit_true_loss_gpu_hours'])} GPU-h"
+    ]
 
 
 def write_report(directory: Path, report: dict[str, Any], samples: dict[str, list[Sample]]) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
+from lowcostgpu.core.credits import LostWorkCredit, drain_credit
 from lowcostgpu.core.effects import (
     Effect,
     EmitEvent,
@@ -97,6 +98,10 @@ class SimResult:
     min_runtime_s: int = 300
     reclaims: ReclaimLosses = field(default_factory=ReclaimLosses)
     etas: EtaLog = field(default_factory=EtaLog)  # the ETAs queued jobs were given (`sim.eta`)
+    # What `--credit-lost-work` would credit at each drained run's end (`core.credits`, as the
+    # server), and what those victims truly lost (their work since their last save, at the notice).
+    lost_work_credits: list[LostWorkCredit] = field(default_factory=list)
+    credited_true_loss_gpu_s: int = 0
 
 
 class Simulation:
@@ -137,6 +142,9 @@ class Simulation:
         self.samples: list[Sample] = []
         self.rejected: dict[str, str] = {}
         self.reclaims = ReclaimLosses()
+        self.lost_work_credits: list[LostWorkCredit] = []
+        self.credited_true_loss_gpu_s = 0
+        self.true_loss_at_notice_gpu_s: dict[str, int] = {}  # instance → its drain's true loss
         self.etas = EtaLog(mean_work_by_pool(trace.jobs))
         # The clairvoyant dry run at each reclaim (`sim.reclaims`): it weighs every host of the
         # pool (its cost cannot be bounded), so a speed measurement may leave it out.
@@ -179,6 +187,8 @@ class Simulation:
             min_runtime_s=self.config.min_runtime_s,
             reclaims=self.reclaims,
             etas=self.etas,
+            lost_work_credits=self.lost_work_credits,
+            credited_true_loss_gpu_s=self.credited_true_loss_gpu_s,
         )
 
     def _handle(self, kind: str, key: str, alloc: str) -> None:
@@ -292,6 +302,7 @@ class Simulation:
 
     def _apply(self, step: EngineStep) -> None:
         self.state = step.state
+        self._credit(step)
         if step.wake_at is not None and step.wake_at not in self.ticks:
             self.ticks.add(step.wake_at)
             self.heap.push(max(step.wake_at, self.heap.now), TICK, ("tick", "", ""))
@@ -303,6 +314,27 @@ class Simulation:
             self.depth -= 1
         if self.depth == 0 and self.finished:
             self._archive_finished()
+
+    def _credit(self, step: EngineStep) -> None:
+        """What `--credit-lost-work` would credit at the drained runs this step ended (the
+        server's rule, on the checkpoints the engine saw reported), and what those victims truly
+        lost: each victim's true loss is taken at its notice (before the notice is carried out)
+        and kept until its run ends."""
+        for effect in step.effects:
+            if isinstance(effect, EmitEvent) and effect.object_kind == "instance":
+                if effect.reason is Reason.PREEMPTED:
+                    wl = self.workloads[effect.object_id]
+                    lost = self._loss_if_noticed_s(wl.job.id, effect.at) * wl.job.gpus
+                    self.true_loss_at_notice_gpu_s[wl.job.id] = lost
+                elif effect.reason is Reason.INTERRUPTED:
+                    self._credit_drain(effect, step)
+
+    def _credit_drain(self, ended: EmitEvent, step: EngineStep) -> None:
+        lost = self.true_loss_at_notice_gpu_s.pop(ended.object_id, 0)
+        credit = drain_credit(ended, step.state.instances[ended.object_id])
+        if credit is not None and credit.gpu_s > 0:
+            self.lost_work_credits.append(credit)
+            self.credited_true_loss_gpu_s += lost
 
     def _effect(self, effect: Effect, now: int) -> None:
         if isinstance(effect, StartWorkload):

@@ -34,7 +34,7 @@ from lowcostgpu.ports.store import (
 )
 
 _USAGE_KINDS = ("gpu", "storage")
-_LEDGER_KINDS = ("topup", "charge")
+_LEDGER_KINDS = ("topup", "charge", "credit")
 Row = Mapping[Any, Any]  # a dict, or a SQLAlchemy RowMapping
 
 
@@ -271,6 +271,8 @@ def _ledger_kind(kind: str) -> LedgerKind:
         return "topup"
     if kind == "charge":
         return "charge"
+    if kind == "credit":
+        return "credit"
     raise StoreDataError(f"unknown ledger kind {kind!r} in the store")
 
 

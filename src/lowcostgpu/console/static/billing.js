@@ -72,7 +72,15 @@ function balanceCard(balance) {
     h("div", { id: "balance-plot" }, lineChart({ step: true, xMin: history.from, xMax: history.now, xFormat: label,
       series: [{ name: "balance", color: "#1a9b5b", points: history.points }],
       yFormat: (v) => `${v < 0 ? "−" : ""}$${Math.abs(v).toFixed(Math.abs(v) >= 100 ? 0 : 2)}`, title: "balance over time" })),
-    h("p", { class: "plot-note" }, `${balance.ledger.length} movement(s): top-ups raise it, metered usage lowers it${history.complete ? "" : `; the latest ${LEDGER}`}.`));
+    h("p", { class: "plot-note" }, `${balance.ledger.length} movement(s): top-ups and lost-work credits raise it, metered usage lowers it${history.complete ? "" : `; the latest ${LEDGER}`}.`));
+}
+
+// Lost-work credits (`serve --credit-lost-work`, docs/billing.md): each its own bill line, with its
+// reason, as a negative amount.
+function creditLines(bill) {
+  return (bill.credits || []).map((c) => ({
+    kind: "credit", description: c.description, amount: `-${c.amount}`, amount_exact: `-${c.amount_exact}`,
+  }));
 }
 
 export async function billingPage(main, _id, { signal }) {
@@ -100,7 +108,7 @@ export async function billingPage(main, _id, { signal }) {
         ["Amount", (l) => money(l.amount), "num", (l) => Number(l.amount)],
         ["Exact", (l) => money(l.amount_exact, 4), "num mono", (l) => Number(l.amount_exact)],
         ["Saved", (l) => (l.kind === "gpu" ? money(l.savings) : "—"), "num", (l) => (l.kind === "gpu" ? Number(l.savings) : -1)],
-      ], bill.lines, "Nothing billed yet.", { id: "bill" })),
+      ], [...bill.lines, ...creditLines(bill)], "Nothing billed yet.", { id: "bill" })),
       card("Prices (per GPU-hour)", table([
         ["GPU", (g) => [h("b", {}, g.gpu), h("div", { class: "muted" }, `${g.name} · ${g.memory_gb} GB`)], null, (g) => g.gpu],
         ["On-demand", (g) => money(g.on_demand_per_gpu_hour, 3), "num", (g) => Number(g.on_demand_per_gpu_hour)],
