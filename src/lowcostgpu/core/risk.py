@@ -215,6 +215,13 @@ def risk_event(
     )
 
 
-def risk_answer(warned_at: Timestamp) -> dict[str, object]:
-    """The metadata endpoint's answer for an instance at risk (no notice yet)."""
-    return {"action": "none", "risk": RISK_NEXT, "risk_since": warned_at}
+def risk_answer(risk: RiskState, inst: InstanceState | None) -> dict[str, object] | None:
+    """The metadata endpoint's answer for an instance at risk and not yet noticed:
+    `{"action": "none", "risk": "next", "risk_since": ...}`; None when it is not at risk (the
+    endpoint then answers as before: 404 until a notice). O(log n)."""
+    if inst is None or not _warnable(inst):
+        return None
+    since = risk.warned_at(inst.pool, inst.id)
+    if since is None:
+        return None
+    return {"action": "none", "risk": RISK_NEXT, "risk_since": since}
