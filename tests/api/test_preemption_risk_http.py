@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import httpx
 from api_server import Api
-from waiting import wait_until
 
 from lowcostgpu.client.api import Client
+from waiting import wait_until
 
 HOLD = ["sleep", "3600"]
 
