@@ -9,11 +9,10 @@ import threading
 
 import pytest
 
-from waiting import wait_until
-
 from lowcostgpu.sdk.metadata import MetadataClient
 from lowcostgpu.sdk.notice import StopNotice
 from lowcostgpu.sdk.testing import FakeMetadata, ManualClock
+from waiting import wait_until
 
 
 @pytest.mark.usefixtures("restore_sigterm")
