@@ -110,6 +110,13 @@ FIGURES: dict[str, tuple[str, str]] = {
         "preemptible GPU-h ÷ the fleet's GPU-h: capacity sold that would have stood idle",
     ),
     "revenue_usd": ("$", "metered usage rated from the catalog; interruptible at half price"),
+    "risk_warnings": (
+        "shares 0–1, s, count",
+        "preemption-risk warnings (`PreemptionRisk`): precision_within_N_min = share of warnings "
+        "whose instance was reclaimed within N min; recall = share of interruptions warned in "
+        "their run before the notice; lead_time_p50_s = notice − warning; early_saves = saves "
+        "the warnings caused; — when there were no warnings (or no interruptions)",
+    ),
     "events": ("count", "simulation events handled"),
     "wall_s": ("s", "wall-clock time the run took (the only figure that differs between runs)"),
 }
@@ -179,6 +186,15 @@ def summary_lines(name: str, f: dict[str, Any]) -> list[str]:
         "exact amounts in report.json)",
         f"  simulated        {shown(f['events'])} events in {shown(f['wall_s'])} s",
     ]
+    risk = f.get("risk_warnings")
+    if risk and risk.get("warnings"):
+        lines.insert(
+            -2,
+            f"  risk warnings    {shown(risk['warnings'])}; reclaimed within 15 min "
+            f"{shown(risk['precision_within_15_min'])}, interruptions warned before "
+            f"{shown(risk['recall'])} (lead p50 {_duration(risk['lead_time_p50_s'])}); "
+            f"{shown(risk['early_saves'])} early saves",
+        )
     return lines
 
 
