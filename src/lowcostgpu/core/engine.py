@@ -336,19 +336,22 @@ def _risk_assessed(
 
 
 def _changed_pools(step: EngineStep, before: EngineState) -> set[PoolKey]:
-    """The pools whose free GPUs may have changed in `step` (those of the instances and nodes
-    it touched) and those whose hold is not the one last assessed: O(touched + holds + pools
+    """The pools whose free or reclaimable GPUs `step` changed (among those of the instances
+    and nodes it touched: a checkpoint report or a queued launch changes neither, and costs no
+    assessment), and those whose hold is not the one last assessed: O(touched + holds + pools
     remembered by the risk state)."""
     state, risk = step.state, step.state.risk
-    pools: set[PoolKey] = set()
+    touched: set[PoolKey] = set()
     for instance_id in step.touched.instances:
         inst = state.instances.get(instance_id) or before.instances.get(instance_id)
         if inst is not None:
-            pools.add(inst.pool)
+            touched.add(inst.pool)
     for node_id in step.touched.nodes:
         node = state.nodes.get(node_id) or before.nodes.get(node_id)
         if node is not None:
-            pools.add(node.pool)
+            touched.add(node.pool)
+    old, new = before.fleet.pool_totals, state.fleet.pool_totals
+    pools = {p for p in touched if old.get(p) != new.get(p)}
     pools.update(p for p, hold in state.holds.items() if risk.pool(p).hold is not hold)
     pools.update(
         p for p, r in risk.pools.items() if r.hold is not None and state.holds.get(p) is not r.hold
