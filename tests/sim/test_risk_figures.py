@@ -8,11 +8,13 @@ from dataclasses import replace
 import pytest
 from sim_builders import OD, POOL, job
 
+from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.core.victims import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import Host
 from lowcostgpu.sim.jobs import Trace, sorted_jobs
-from lowcostgpu.sim.metrics import percentile
+from lowcostgpu.sim.metrics import percentile, summarise
+from lowcostgpu.sim.report import summary_lines
 from lowcostgpu.sim.risk_figures import WarningLog, risk_figures
 from lowcostgpu.sim.runner import SimResult, Simulation
 from lowcostgpu.sim.workload import Workload
@@ -88,3 +90,11 @@ def test_recall_counts_only_warnings_in_the_interrupted_run_before_its_notice(
 def test_no_warnings_no_shares() -> None:
     figures = risk_figures(WarningLog(), {}, percentile)
     assert figures["precision_within_15_min"] is None and figures["recall"] is None
+
+
+def test_the_figures_and_the_summary_carry_the_warnings() -> None:
+    figures = summarise(simulate(), load_catalog())
+    assert figures["risk_warnings"]["warnings"] == 2
+    figures["wall_s"] = 0.1
+    (line,) = [x for x in summary_lines("lwl", figures) if "risk warnings" in x]
+    assert "reclaimed within 15 min 0.5" in line and "1 early saves" in line
