@@ -15,19 +15,20 @@ from lowcostgpu.domain.capacity import Host
 from lowcostgpu.sim.jobs import Trace, sorted_jobs
 from lowcostgpu.sim.metrics import percentile, summarise
 from lowcostgpu.sim.report import summary_lines
-from lowcostgpu.sim.risk_figures import WarningLog, risk_figures
+from lowcostgpu.sim.risk_figures import WarningLog, risk_figures, worth_saving_early
 from lowcostgpu.sim.runner import SimResult, Simulation
 from lowcostgpu.sim.workload import Workload
 
 CONFIG = SchedulerConfig(policy=LEAST_WORK_LOST)
-# One 3-GPU host. `a` checkpoints every 600 s of work, each save takes 350 s (more than the
+# One 3-GPU host. `a` checkpoints every 1200 s of work, each save takes 310 s (more than the
 # 300 s grace: a notice kills it with its last save); `b` never checkpoints. od-1 takes the free
-# GPU at 1100 (none left, one asked for: `a`, the cheapest, is warned); od-2 reclaims `a` at 1600.
+# GPU at 1100 (none left, one asked for: `a` is warned, with 1100 s unsaved, ≥ 2 × 310: it saves
+# until 1410); od-2 reclaims `a` at 1450.
 JOBS = [
-    job("a", 0, 5000, interval=600, cost=350),
+    job("a", 0, 5000, interval=1200, cost=310),
     job("b", 0, 20_000),
     job("od-1", 1100, 5000, cls=OD),
-    job("od-2", 1600, 5000, cls=OD),
+    job("od-2", 1450, 5000, cls=OD),
 ]
 
 
@@ -39,12 +40,12 @@ def simulate(config: SchedulerConfig = CONFIG, save_when_warned: bool = True) ->
 @pytest.mark.parametrize(
     ("config", "save_when_warned", "lost_s"),
     [
-        # warned at 1100 with 750 s done: saved by 1450; reclaimed at 1600 with 900 done
-        (CONFIG, True, 150),
-        # warned, but it does not save: at 1600 it has 1200 done, 600 saved (at 950)
-        (CONFIG, False, 600),
+        # warned at 1100, saved 1100 s of work by 1410; reclaimed at 1450 with 1140 done
+        (CONFIG, True, 40),
+        # warned, but it does not save: its first save (1200 to 1510) is cut by the notice
+        (CONFIG, False, 1200),
         # no warnings at all: the same
-        (replace(CONFIG, risk_window_s=0), True, 600),
+        (replace(CONFIG, risk_window_s=0), True, 1200),
     ],
 )
 def test_a_warned_checkpointer_saves_early_and_loses_only_what_it_did_since(
@@ -52,21 +53,38 @@ def test_a_warned_checkpointer_saves_early_and_loses_only_what_it_did_since(
 ) -> None:
     result = simulate(config, save_when_warned)
     a = result.workloads["a"]
-    assert a.interruptions == [1600]
+    assert a.interruptions == [1450]
     assert a.lost_s == lost_s
     assert result.workloads["b"].interruptions == []
 
 
+@pytest.mark.parametrize(
+    ("interval", "cost", "at", "worth"),
+    [
+        (1200, 310, 620, True),  # 620 s unsaved: twice the 310 s save
+        (1200, 310, 619, False),
+        (1200, 30, 1000, False),  # it saves at the notice (30 s ≤ the grace): nothing to gain
+        (None, 0, 1000, False),  # it never checkpoints
+    ],
+)
+def test_an_early_save_is_made_only_when_it_protects_twice_its_cost(
+    interval: int | None, cost: int, at: int, worth: bool
+) -> None:
+    wl = Workload(job("x", 0, 5000, interval=interval, cost=cost))
+    wl.start("x@0", 0)
+    assert worth_saving_early(wl, at, 300) is worth
+
+
 def test_precision_and_recall_of_the_warnings() -> None:
     result = simulate()
-    # a at 1100 (od-1's arrival) and b at 1600 (od-2's: the next after a), once each
-    assert result.warnings.given == [("a", 1100), ("b", 1600)]
+    # a at 1100 (od-1's arrival) and b at 1450 (od-2's: the next after a), once each
+    assert result.warnings.given == [("a", 1100), ("b", 1450)]
     figures = risk_figures(result.warnings, result.workloads, percentile)
-    assert figures["precision_within_5_min"] == 0.0  # a was reclaimed 500 s after its warning
+    assert figures["precision_within_5_min"] == 0.0  # a was reclaimed 350 s after its warning
     assert figures["precision_within_15_min"] == 0.5  # ... within 15 min; b never
     assert figures["precision_within_60_min"] == 0.5
-    assert (figures["recall"], figures["lead_time_p50_s"]) == (1.0, 500)
-    assert (figures["early_saves"], figures["early_save_gpu_hours"]) == (1, round(350 / 3600, 3))
+    assert (figures["recall"], figures["lead_time_p50_s"]) == (1.0, 350)
+    assert (figures["early_saves"], figures["early_save_gpu_hours"]) == (1, round(310 / 3600, 3))
 
 
 @pytest.mark.parametrize(

@@ -351,7 +351,7 @@ class Simulation:
         wl = self.workloads[job_id]
         if wl.run is None:
             return
-        written_at = self.warnings.warned(wl, now)
+        written_at = self.warnings.warned(wl, now, self.grace_period_s)
         if written_at is not None:
             self.heap.push(written_at, REPORT, ("early-save", job_id, wl.run.allocation_id))
             self._schedule_next(wl)  # the events scheduled before are superseded
