@@ -2,15 +2,17 @@
 
 Our victims are chosen by a pure function of the fleet snapshot (`core.victims`), so the plane
 can ask it ahead of time. A pool is *under pressure* when its free GPUs are fewer than the GPUs
-on-demand launches asked for in it over the last `risk_window_s` (placed or refused alike), or
-while an on-demand hold runs in it (`core.holds`: a customer was just refused and will retry).
-Under pressure, the recent on-demand requests are replayed, in the order they came, on a copy
-of the snapshot (`place_on_demand`, then `apply_plan`: a dry run, the engine's state is not
-changed): what the replay reclaims is what the same demand would reclaim if it came again now.
-Those instances are *at risk*: each gets one `PreemptionRisk` event (to its owner only; the
-event names no other allocation, no on-demand customer) and the metadata endpoint answers
-`{"action": "none", "risk": "next"}` for it, so that its workload can save a checkpoint early
-and a reclaim, if it comes, finds almost nothing to lose. It is advice, not a promise.
+that placed on-demand launches asked for in it over the last `risk_window_s`, or while an
+on-demand hold runs in it (`core.holds`: a customer was just refused and will retry; a refusal
+counts through its hold, so that a customer retrying is not counted at every retry). Under
+pressure, the recent on-demand requests are replayed, in the order they came, on a copy of the
+snapshot (`place_on_demand`, then `apply_plan`: a dry run, the engine's state is not changed):
+what the replay reclaims is what the same demand would reclaim if it came again now. Those
+instances are *at risk* (cluster nodes are not warned: their pods are not ours to advise): each
+gets one `PreemptionRisk` event (to its owner only; the event names no other allocation, no
+on-demand customer) and the metadata endpoint answers `{"action": "none", "risk": "next"}` for
+it, so that its workload can save a checkpoint early and a reclaim, if it comes, finds almost
+nothing to lose. It is advice, not a promise.
 
 Why replay the recent requests as they came rather than one size: a reclaim's victims depend on
 the request's size (an 8-GPU request frees a whole host, a 1-GPU one the cheapest allocation
@@ -27,12 +29,12 @@ pressure ends the whole set clears, without an event. A new episode warns again.
 Cost: the engine assesses only the pools whose free capacity or demand a step changed (a pool of
 an instance or node it touched whose free or reclaimable GPUs moved, the pool of a new arrival,
 of a hold that started or ended, of an episode whose oldest arrival left the window): per such
-pool O(W + R · victim search), W ≤ `MAX_ARRIVALS` the remembered arrivals, R ≤ `MAX_REPLAYED`
-the requests replayed. Pools the step did not change cost nothing, and so does a checkpoint
-report (the victim order moves, the warned set is not asked again until GPUs move: measured on
-the Alibaba trace, it warns 3 % fewer and misses 2 % more of the reclaims than assessing at every
-report, for a third of the cost). On the Alibaba trace at `--fleet-scale 0.005` the warnings
-add a third to the simulation's time (docs/simulation.md, "Warnings").
+pool O(W + V + R · victim search), W ≤ `MAX_ARRIVALS` the remembered arrivals, V the instances
+warned in the episode, R ≤ `MAX_REPLAYED` the requests replayed. Pools the step did not change
+cost nothing, and so does a checkpoint report (the victim order moves, but the warned set is not
+asked again until GPUs move: on the Alibaba trace this warns 3 % fewer and misses 2 % more of the
+reclaims than assessing at every report, for a third of the cost). On the Alibaba trace at
+`--fleet-scale 0.005` the warnings add about a fifth to the simulation's time.
 """
 
 from __future__ import annotations
