@@ -34,7 +34,7 @@ warned in the episode, R ≤ `MAX_REPLAYED` the requests replayed. Pools the ste
 cost nothing, and so does a checkpoint report (the victim order moves, but the warned set is not
 asked again until GPUs move: on the Alibaba trace this warns 3 % fewer and misses 2 % more of the
 reclaims than assessing at every report, for a third of the cost). On the Alibaba trace at
-`--fleet-scale 0.005` the warnings add about a fifth to the simulation's time.
+`--fleet-scale 0.005` the warnings add about half to the simulation's time (2.4 s → 3.7 s).
 """
 
 from __future__ import annotations
