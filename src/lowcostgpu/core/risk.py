@@ -33,8 +33,9 @@ pool O(W + V + R · victim search), W ≤ `MAX_ARRIVALS` the remembered arrivals
 warned in the episode, R ≤ `MAX_REPLAYED` the requests replayed. Pools the step did not change
 cost nothing, and so does a checkpoint report (the victim order moves, but the warned set is not
 asked again until GPUs move: on the Alibaba trace this warns 3 % fewer and misses 2 % more of the
-reclaims than assessing at every report, and its overhead is a third smaller). On the Alibaba trace at
-`--fleet-scale 0.005` the warnings add about half to the simulation's time (2.4 s → 3.7 s).
+reclaims than assessing at every report, and its overhead is a third smaller). On the Alibaba
+trace at `--fleet-scale 0.005` the warnings add about half to the simulation's time (2.4 s →
+3.7 s).
 """
 
 from __future__ import annotations
