@@ -2,13 +2,16 @@
 
     .venv/bin/python bench/fairness.py [--trace alibaba:DIR --fleet-scale 0.005 --seeds 0,1,2]
         [--policy least-work-lost --policy '{"older_non_reporter_per_s": 120}' ...]
-        [--on-demand-hold-s 0]
+        [--on-demand-hold-s 0] [--risk-warnings on|off]
 
 One seed's figures swing by a factor of several (which jobs collide is luck), so the figures that
 tune `fair-least-work-lost` are pooled over seeds: lost GPU-hours and interruptions summed, the
 checkpointer penalty averaged, the hiding gain pooled (1 − Σ hiders' rate when hiding ÷ Σ their
 rate when reporting), and the share of the loss at its reclaims that the clairvoyant choice at each
-of them would have saved (`sim.reclaims`). A `--policy` is a policy name, a JSON object of
+of them would have saved (`sim.reclaims`), and the preemption-risk warnings' precision within
+15 min and recall pooled the same way (weighted by warnings and by interruptions;
+`--risk-warnings off` runs without them: `risk_window_s` 0). A `--policy` is a policy name, a
+JSON object of
 `FairLeastWorkLost` parameters, or one of the simulator's yardsticks (`clairvoyant`,
 `clairvoyant-fair`: they know each job's true loss, `sim.clairvoyant`). It prints a Markdown table;
 the figures are in docs/simulation.md. It runs each policy twice per seed (the hiding experiment;
@@ -56,10 +59,15 @@ def policy_of(spec: str, seed: int) -> VictimPolicy:
 
 
 def one_seed(
-    trace_spec: str, scale: float, seed: int, policy: VictimPolicy, hold_s: int
+    trace_spec: str,
+    scale: float,
+    seed: int,
+    policy: VictimPolicy,
+    hold_s: int,
+    risk_window_s: int = SchedulerConfig().risk_window_s,
 ) -> dict[str, Any]:
     trace, catalog = load_trace(trace_spec, None, None, seed=seed, fleet_scale=scale)
-    config = SchedulerConfig(policy=policy, on_demand_hold_s=hold_s)
+    config = SchedulerConfig(policy=policy, on_demand_hold_s=hold_s, risk_window_s=risk_window_s)
     honest = Simulation(trace, config).run()
     figures = summarise(honest, catalog)
     if isinstance(policy, Clairvoyant):  # reports do not change its choices: no hiding run
@@ -88,7 +96,20 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "cost_ratio": f"{statistics.mean(ratios):.2f}" if ratios else "-",
         "hiding_gain": f"{1 - hiding / reporting:.3f}" if reporting else "-",
         "reinterrupted": sum(r["reinterrupted_within_min_runtime"] for r in runs),
+        "warnings": sum(r["risk_warnings"]["warnings"] for r in runs),
+        "precision_15": _weighted(runs, "precision_within_15_min", "warnings"),
+        "recall": _weighted(runs, "recall", None),
     }
+
+
+def _weighted(runs: list[dict[str, Any]], figure: str, weight: str | None) -> str:
+    """A share pooled over seeds: weighted by the risk figure `weight` (None: interruptions)."""
+    pairs = [
+        (r["risk_warnings"][figure], r["risk_warnings"][weight] if weight else r["interruptions"])
+        for r in runs
+    ]
+    total = sum(w for v, w in pairs if v is not None)
+    return f"{sum(v * w for v, w in pairs if v is not None) / total:.3f}" if total else "-"
 
 
 def main() -> None:
@@ -105,21 +126,34 @@ def main() -> None:
         default=SchedulerConfig().on_demand_hold_s,
         help="0 turns the on-demand hold off (the world before it: docs/simulation.md)",
     )
+    parser.add_argument(
+        "--risk-warnings",
+        choices=("on", "off"),
+        default="on",
+        help="off: no preemption-risk warnings (and no early saves): risk_window_s 0",
+    )
     args = parser.parse_args()
+    window_s = SchedulerConfig().risk_window_s if args.risk_warnings == "on" else 0
     seeds = [int(s) for s in args.seeds.split(",")]
     specs = args.policy or list(DEFAULT_POLICIES)
     if args.fleet_scale is None:
         args.fleet_scale = 0.005 if "alibaba" in args.trace else 1.0
     scale = f" · scale {args.fleet_scale}" if args.fleet_scale != 1.0 else ""
-    print(f"{args.trace}{scale} · seeds {seeds} · on-demand hold {args.on_demand_hold_s} s")
+    print(
+        f"{args.trace}{scale} · seeds {seeds} · on-demand hold {args.on_demand_hold_s} s · "
+        f"risk warnings {args.risk_warnings}"
+    )
     print("| policy | lost GPU-h | vs least-work-lost | vs youngest-first | avoidable at its "
           "reclaims | interruptions | checkpointer penalty (mean) | checkpointer cost ratio "
-          "(mean) | hiding gain (pooled) | reinterrupted within min runtime |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "(mean) | hiding gain (pooled) | reinterrupted within min runtime | warnings | "
+          "precision 15 min | recall |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     table = {}
     for spec in specs:
         runs = [
-            one_seed(args.trace, args.fleet_scale, s, policy_of(spec, s), args.on_demand_hold_s)
+            one_seed(
+                args.trace, args.fleet_scale, s, policy_of(spec, s), args.on_demand_hold_s, window_s
+            )
             for s in seeds
         ]
         table[spec] = pooled(runs)
@@ -129,7 +163,8 @@ def main() -> None:
             f"{_versus(table, row, 'youngest-first')} | {row['avoidable']} | "
             f"{row['interruptions']:,} | "
             f"{row['penalty']} | {row['cost_ratio']} | {row['hiding_gain']} | "
-            f"{row['reinterrupted']} |"
+            f"{row['reinterrupted']} | {row['warnings']:,} | {row['precision_15']} | "
+            f"{row['recall']} |"
         )
 
 

@@ -12,6 +12,7 @@ import pytest
 from lowcostgpu.sdk.metadata import MetadataClient
 from lowcostgpu.sdk.notice import StopNotice
 from lowcostgpu.sdk.testing import FakeMetadata, ManualClock
+from waiting import wait_until
 
 
 @pytest.mark.usefixtures("restore_sigterm")
@@ -82,3 +83,44 @@ def test_watch_turns_a_metadata_notice_into_a_stop(metadata_server: FakeMetadata
     metadata_server.notice = {"action": "stop", "notice_at": 1.0, "deadline": 301.0}
     assert notice.wait(5.0)
     assert notice.reason == "metadata notice"
+
+
+RISK = {"action": "none", "risk": "next", "risk_since": 1000}
+
+
+@pytest.mark.parametrize(
+    ("answers", "saves"),
+    [
+        ([RISK], [True, False, False]),  # one early save per episode, however often asked
+        ([None], [False]),  # not at risk: nothing to do
+        ([{"action": "none"}], [False]),  # a server that sends no risk
+        ([RISK, RISK, RISK], [True, False]),  # the same episode polled again: no second save
+        ([RISK, None, {**RISK, "risk_since": 2000}], [True, False]),  # a new episode, once
+        ([RISK, None], [False]),  # the risk cleared before the loop looked: no save
+    ],
+)
+def test_early_save_is_due_once_per_risk_episode(
+    answers: list[dict[str, object] | None], saves: list[bool]
+) -> None:
+    notice = StopNotice()
+    for answer in answers:
+        notice.note_risk(answer)
+    assert [notice.early_save_due() for _ in saves] == saves
+
+
+def test_no_early_save_once_a_stop_is_requested() -> None:
+    notice = StopNotice()
+    notice.note_risk(RISK)
+    notice.request("SIGTERM")
+    assert notice.early_save_due() is False
+
+
+def test_watch_turns_a_risk_answer_into_one_early_save(metadata_server: FakeMetadata) -> None:
+    notice = StopNotice()
+    notice.watch(MetadataClient(metadata_server.url, metadata_server.token), interval_s=0.05)
+    metadata_server.notice = dict(RISK)
+    wait_until(lambda: notice.at_risk, what="the watcher to see the risk")
+    assert notice.early_save_due() and not notice.early_save_due()
+    assert not notice.requested  # advice, not a stop
+    metadata_server.notice = None  # the pool recovered: 404 again
+    wait_until(lambda: not notice.at_risk, what="the watcher to see the risk clear")

@@ -10,13 +10,20 @@ from fastapi.responses import JSONResponse, Response
 from lowcostgpu.api.context import Ctx, InstanceToken
 from lowcostgpu.api.models import CheckpointIn, CompleteIn
 from lowcostgpu.app import queries
+from lowcostgpu.core.risk import risk_answer
 
 router = APIRouter(prefix="/v1/metadata", tags=["metadata"])
 
 
 @router.get("/interruption")
 def interruption(ctx: Ctx, instance_id: InstanceToken) -> Response:
+    """The notice (`{"action": "stop", ...}`) once there is one; before it, for an instance
+    among the next victims, the advice `{"action": "none", "risk": "next", "risk_since"}`
+    (`core.risk`: save a checkpoint now); else 404, as before warnings existed."""
     notice = ctx.plane.interruption(instance_id)
+    if notice is None:
+        state = ctx.plane.snapshot()
+        notice = risk_answer(state.risk, state.instances.get(instance_id))
     if notice is None:
         body = {"code": "not_found", "message": "no interruption notice"}
         return JSONResponse(body, status_code=404)

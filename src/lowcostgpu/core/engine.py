@@ -49,6 +49,7 @@ from lowcostgpu.core.instance_state import LIVE
 from lowcostgpu.core.lifecycle import InstanceState, LifecycleEvent
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.core.overlay import as_map
+from lowcostgpu.core.risk import assess, with_arrival
 from lowcostgpu.core.scheduler import DEFAULT_CONFIG, SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import enqueue
 from lowcostgpu.core.state import Request, Ticket
@@ -209,13 +210,13 @@ def launch(
         held = work.holds.pop(spec.pool, None) is not None
         if work.clusters or held:
             work.schedule(now, config)
-        return work.done()
+        return _risk_assessed(work.done(), state, now, config, (spec.pool, spec.gpus))
     work.fleet = enqueue(work.fleet, Ticket(inst.id, inst.pool, inst.gpus, now, inst.account_id))
     first = lifecycle.new_instance(inst, now)
     work.instances[inst.id] = first.state
     work.effects.extend(first.effects)
     work.schedule(now, config)
-    return work.done()
+    return _risk_assessed(work.done(), state, now, config)
 
 
 def report(
@@ -231,7 +232,7 @@ def report(
     work = Work(state)
     work.advance(instance_id, event, now)
     work.schedule(now, config)
-    return work.done()
+    return _risk_assessed(work.done(), state, now, config)
 
 
 def report_many(
@@ -244,7 +245,8 @@ def report_many(
 
     The result is that of `report` called for each in turn, except for the queue passes in
     between: GPUs freed by one report are placed once, at the end, not after each report (with
-    an empty queue, and no clusters, the two are the same). Ids not in the state are skipped
+    an empty queue, and no clusters, the two are the same); so is the preemption risk assessed
+    once, at the end (`core.risk`). Ids not in the state are skipped
     (a report about an instance that left, not an error). Cost: the reports' own, plus one pass.
     """
     work = Work(state)
@@ -252,7 +254,7 @@ def report_many(
         if instance_id in work.instances:
             work.advance(instance_id, event, now)
     work.schedule(now, config)
-    return work.done()
+    return _risk_assessed(work.done(), state, now, config)
 
 
 def tick(
@@ -278,7 +280,7 @@ def tick(
     for node_id in nodes_due:
         work.advance_node(node_id, lifecycle.DeadlineCheck(), now)
     work.schedule(now, config)
-    return work.done()
+    return _risk_assessed(work.done(), state, now, config)
 
 
 def refused(
@@ -293,7 +295,68 @@ def refused(
     no record: holds are not stored."""
     holds = with_refusal(state.holds, pool, gpus, now, config.on_demand_hold_s)
     new = replace(state, holds=Map(holds))
-    return EngineStep(new, (), next_wake(new), NOTHING)
+    return _risk_assessed(EngineStep(new, (), next_wake(new), NOTHING), state, now, config)
+
+
+def _risk_assessed(
+    step: EngineStep,
+    before: EngineState,
+    now: Timestamp,
+    config: SchedulerConfig,
+    arrival: tuple[PoolKey, int] | None = None,
+) -> EngineStep:
+    """The step with its preemption risk brought up to date (`core.risk`): a placed on-demand
+    `arrival` joins its pool's window, and the pools the step changed are assessed again; the
+    `PreemptionRisk` events of instances newly at risk follow the step's own effects. Only the
+    pools whose free GPUs or demand may have moved are looked at (`_changed_pools`), so the cost
+    does not grow with the pools the step left alone. `risk_window_s` 0: nothing to do."""
+    if config.risk_window_s <= 0:
+        return step
+    state, risk = step.state, step.state.risk
+    pools = _changed_pools(step, before)
+    pools.update(risk.expired(now))
+    if arrival is not None:
+        pool, gpus = arrival
+        risk = risk.with_pool(pool, with_arrival(risk.pool(pool), gpus, now, config.risk_window_s))
+        pools.add(pool)
+    events = []
+    for pool in sorted(pools, key=str):
+        hold = state.holds.get(pool)
+        new, emitted = assess(
+            risk.pool(pool), pool, state.fleet, state.instances, hold, now, config
+        )
+        risk = risk.with_pool(pool, new)
+        events.extend(emitted)
+    if risk is state.risk:
+        return step
+    assessed = replace(state, risk=risk)
+    return replace(
+        step, state=assessed, effects=(*step.effects, *events), wake_at=next_wake(assessed)
+    )
+
+
+def _changed_pools(step: EngineStep, before: EngineState) -> set[PoolKey]:
+    """The pools whose free or reclaimable GPUs `step` changed (among those of the instances
+    and nodes it touched: a checkpoint report or a queued launch changes neither, and costs no
+    assessment), and those whose hold is not the one last assessed: O(touched + holds + pools
+    remembered by the risk state)."""
+    state, risk = step.state, step.state.risk
+    touched: set[PoolKey] = set()
+    for instance_id in step.touched.instances:
+        inst = state.instances.get(instance_id) or before.instances.get(instance_id)
+        if inst is not None:
+            touched.add(inst.pool)
+    for node_id in step.touched.nodes:
+        node = state.nodes.get(node_id) or before.nodes.get(node_id)
+        if node is not None:
+            touched.add(node.pool)
+    old, new = before.fleet.pool_totals, state.fleet.pool_totals
+    pools = {p for p in touched if old.get(p) != new.get(p)}
+    pools.update(p for p, hold in state.holds.items() if risk.pool(p).hold is not hold)
+    pools.update(
+        p for p, r in risk.pools.items() if r.hold is not None and state.holds.get(p) is not r.hold
+    )
+    return pools
 
 
 def signals_sent(

@@ -22,6 +22,7 @@ from lowcostgpu.core.holds import OnDemandHold
 from lowcostgpu.core.instance_state import DRAINING, InstanceState
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.core.overlay import as_map
+from lowcostgpu.core.risk import NO_RISK, RiskState
 from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.core.sorted_chunks import SortedChunks
 from lowcostgpu.domain.capacity import PoolKey, Timestamp
@@ -109,6 +110,9 @@ class EngineState:
     # On-demand holds (`core.holds`): soft, so not stored; the shell keeps them between calls.
     holds: Mapping[PoolKey, OnDemandHold] = field(default_factory=Map)
     index: StateIndex = field(default=_UNBUILT, compare=False, repr=False)
+    # Preemption risk (`core.risk`): recent on-demand arrivals and the instances warned, per
+    # pool. Soft, as holds: not stored, and a restart forgets it (the next arrivals rebuild it).
+    risk: RiskState = field(default=NO_RISK, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not (
@@ -176,8 +180,9 @@ class EngineStep:
 
 
 def next_wake(state: EngineState) -> Timestamp | None:
-    """The earliest grace deadline still open, or the end of a hold (its GPUs go back to the
-    queue then): when `tick` must run at the latest. O(cordoned nodes + holds), from the index."""
+    """The earliest grace deadline still open, the end of a hold (its GPUs go back to the
+    queue then), or when a risk episode's oldest arrival leaves its window (the episode may end
+    then): when `tick` must run at the latest. O(cordoned nodes + holds + pools at risk)."""
     index = state.index
     firsts = []
     if index.instance_deadline_order:
@@ -186,4 +191,6 @@ def next_wake(state: EngineState) -> Timestamp | None:
         firsts.append(min(index.node_deadlines.values()))
     if state.holds:
         firsts.append(min(hold.until for hold in state.holds.values()))
+    if state.risk.pools and (risk_at := state.risk.wake_at()) is not None:
+        firsts.append(risk_at)
     return min(firsts, default=None)

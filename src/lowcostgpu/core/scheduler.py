@@ -47,9 +47,19 @@ class SchedulerConfig:
     # interruption-history term (issue 8; figures in docs/simulation.md). DESIGN.md §1's plain
     # least-work-lost and the peers' rules stay available by name (`core.policies`).
     policy: VictimPolicy = field(default=FAIR_LEAST_WORK_LOST)
+    # Preemption-risk warnings (`core.risk`): a pool whose free GPUs are fewer than what
+    # on-demand launches asked for in it over this window warns the instances the same demand
+    # would reclaim. 15 min: about the time a periodic checkpointer needs to see the warning and
+    # save. 0 turns warnings off.
+    risk_window_s: int = 900
 
     def __post_init__(self) -> None:
-        for name in ("min_runtime_s", "head_reservation_after_s", "on_demand_hold_s"):
+        for name in (
+            "min_runtime_s",
+            "head_reservation_after_s",
+            "on_demand_hold_s",
+            "risk_window_s",
+        ):
             if getattr(self, name) < 0:
                 raise InvalidRequest(f"{name} must be ≥ 0")
         if self.backfill_window < 1:

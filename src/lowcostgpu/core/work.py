@@ -147,7 +147,9 @@ class Work:
             self.holds.get(pool) is hold for pool, hold in before.items()
         )
         holds = before if same else Map(self.holds)
-        state = EngineState(self.fleet, instances, self.clusters.finish(), nodes_, holds, index)
+        state = EngineState(
+            self.fleet, instances, self.clusters.finish(), nodes_, holds, index, self.base.risk
+        )
         touched = Touched(self.instances.changed(), self.nodes.changed(), self.clusters.changed())
         return EngineStep(state, tuple(self.effects), next_wake(state), touched)
 

@@ -15,6 +15,9 @@ class Reason(StrEnum):
     SCHEDULED = "Scheduled"
     STARTED = "Started"
     PREEMPTED = "Preempted"
+    # Advice before any notice: the instance is among the next an on-demand request would
+    # reclaim (`core.risk`); save a checkpoint now.
+    PREEMPTION_RISK = "PreemptionRisk"
     CORDONED = "Cordoned"
     KILLED = "Killed"
     INTERRUPTED = "Interrupted"
@@ -42,6 +45,7 @@ class Reason(StrEnum):
 WARNING_REASONS = frozenset(
     {
         Reason.PREEMPTED,
+        Reason.PREEMPTION_RISK,
         Reason.KILLED,
         Reason.FAILED,
         Reason.TARGET_UNMET,

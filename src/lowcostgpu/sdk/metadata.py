@@ -70,7 +70,10 @@ class MetadataClient:
         return status is not None and 200 <= status < 300
 
     def interruption(self) -> dict[str, Any] | None:
-        """The interruption notice (`{"action": "stop", ...}`) or None (none yet, or unknown)."""
+        """The interruption notice (`{"action": "stop", ...}`), the advice that this instance
+        is among the next victims (`{"action": "none", "risk": "next", "risk_since": ...}`:
+        save a checkpoint early, `StopNotice.note_risk`), or None (neither, or unknown). Only
+        `action == "stop"` is a notice; a server without warnings never sends `risk`."""
         status, payload = self._call("GET", "/interruption", None, quiet_statuses=(404,))
         if status == 200 and isinstance(payload, dict):
             return payload

@@ -3,6 +3,12 @@
 The handler only sets a flag and records the time. Doing real work (saving a checkpoint) inside a
 signal handler would run it in the middle of an arbitrary bytecode of the training step; instead
 the loop finishes its step, sees the flag, checkpoints and exits well before the SIGKILL deadline.
+
+Before any notice, the metadata endpoint may say the instance is *at risk* (`{"action": "none",
+"risk": "next", "risk_since": ...}`: it is among the next an on-demand request would reclaim).
+`watch` reads it too, and `early_save_due()` is then True once per risk episode (a new
+`risk_since`): the loop saves a checkpoint through its usual save path, early, so that a reclaim
+finds almost nothing to lose. The advice costs one save per episode, never a stop.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any, Protocol
 
@@ -22,6 +28,7 @@ log = logging.getLogger("lowcostgpu.sdk")
 # success (0) by tools that only read the exit status (Kubernetes Jobs, Slurm, CI). The control
 # plane itself treats any exit after a notice as an interruption, whatever its code.
 EXIT_INTERRUPTED = 143
+RISK_NEXT = "next"  # the metadata endpoint's `risk`: among the next victims
 
 
 class _InterruptionSource(Protocol):
@@ -38,6 +45,9 @@ class StopNotice:
         self._reason: str | None = None
         self._installed = False
         self._watcher: threading.Thread | None = None
+        self._risk_lock = threading.Lock()
+        self._risk_since: object = None  # the current risk episode (its `risk_since`), or None
+        self._early_save_pending = False
 
     @property
     def requested(self) -> bool:
@@ -80,11 +90,38 @@ class StopNotice:
         self._installed = True
         return self
 
+    @property
+    def at_risk(self) -> bool:
+        """Whether the endpoint last said this instance is among the next victims."""
+        return self._risk_since is not None
+
+    def note_risk(self, answer: Mapping[str, Any] | None) -> None:
+        """Take in the endpoint's answer: a risk episode not seen before makes one early save
+        due; an answer without risk (none, a 404, a server without warnings) ends the episode
+        and drops a save not yet taken (the pool recovered: there is nothing to hurry)."""
+        risky = answer is not None and answer.get("risk") == RISK_NEXT
+        since = answer.get("risk_since", True) if risky and answer is not None else None
+        with self._risk_lock:
+            if since is None:
+                self._risk_since, self._early_save_pending = None, False
+            elif since != self._risk_since:
+                self._risk_since, self._early_save_pending = since, True
+
+    def early_save_due(self) -> bool:
+        """True once per risk episode, the first time it is asked after the episode began:
+        save a checkpoint now, with the loop's usual save. False after a stop request (the
+        loop saves for the stop anyway)."""
+        with self._risk_lock:
+            due = self._early_save_pending and not self._event.is_set()
+            self._early_save_pending = False
+        return due
+
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.request("SIGTERM")
 
     def watch(self, source: _InterruptionSource, interval_s: float = 5.0) -> None:
-        """Also poll the metadata endpoint for a notice, in case SIGTERM does not reach us.
+        """Also poll the metadata endpoint for a notice, in case SIGTERM does not reach us, and
+        for a preemption risk (`note_risk`, then `early_save_due`).
 
         Runs in a daemon thread so a slow endpoint never blocks a training step.
         """
@@ -96,6 +133,8 @@ class StopNotice:
                 notice = source.interruption()
                 if notice is not None and notice.get("action") == "stop":
                     self.request("metadata notice")
+                else:
+                    self.note_risk(notice)
 
         self._watcher = threading.Thread(target=poll, name="lowcostgpu-notice", daemon=True)
         self._watcher.start()

@@ -24,6 +24,8 @@ Definitions (docs/simulation.md repeats them with the results):
   are more than 1 % of the on-demand requests. `on_demand_never_started` waited to the end.
 - `queue_eta`: how far the ETA a queued interruptible job was given is from its real start
   (`sim.eta`): |ETA − start| p50/p90 over those given one, and the share told "unknown".
+- `risk_warnings`: the preemption-risk warnings' precision within 5/15/60 min, recall, lead
+  time and the early saves they caused (`sim.risk_figures`).
 - `revenue_usd`: metered usage rated from the catalog (`core.metering`, `core.rating`):
   on-demand at full price, interruptible at half price.
 - `lost_work_credit_usd`, `lost_work_credit_share_of_interruptible_revenue`: what the operator's
@@ -49,6 +51,7 @@ from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.sim.eta import eta_figures
 from lowcostgpu.sim.fairness import fairness_figures
+from lowcostgpu.sim.risk_figures import risk_figures
 from lowcostgpu.sim.runner import SimResult
 from lowcostgpu.sim.workload import Workload
 
@@ -94,6 +97,7 @@ def summarise(result: SimResult, catalog: Catalog) -> dict[str, Any]:
         **_revenue(lines),
         **lost_work_credit_figures(result, lines, catalog),
         "queue_eta": eta_figures(result.etas, result.workloads, percentile),
+        "risk_warnings": risk_figures(result.warnings, result.workloads, percentile),
         "events": result.events,
         "engine_calls": result.engine_calls,
     }

@@ -145,6 +145,13 @@ FIGURES: dict[str, tuple[str, str]] = {
         "lost_work_credit_gpu_hours is above it only by the billed GPU-time of saves cut short "
         "(a save in progress at the notice that the grace could not fit)",
     ),
+    "risk_warnings": (
+        "shares 0–1, s, count",
+        "preemption-risk warnings (`PreemptionRisk`): precision_within_N_min = share of warnings "
+        "whose instance was reclaimed within N min; recall = share of interruptions warned in "
+        "their run before the notice; lead_time_p50_s = notice − warning; early_saves = saves "
+        "the warnings caused; — when there were no warnings (or no interruptions)",
+    ),
     "events": ("count", "simulation events handled"),
     "wall_s": ("s", "wall-clock time the run took (the only figure that differs between runs)"),
 }
@@ -215,6 +222,15 @@ def summary_lines(name: str, f: dict[str, Any]) -> list[str]:
         *credit_lines(f),
         f"  simulated        {shown(f['events'])} events in {shown(f['wall_s'])} s",
     ]
+    risk = f.get("risk_warnings")
+    if risk and risk.get("warnings"):
+        lines.insert(
+            -2,
+            f"  risk warnings    {shown(risk['warnings'])}; reclaimed within 15 min "
+            f"{shown(risk['precision_within_15_min'])}, interruptions warned before "
+            f"{shown(risk['recall'])} (lead p50 {_duration(risk['lead_time_p50_s'])}); "
+            f"{shown(risk['early_saves'])} early saves",
+        )
     return lines
 
 

@@ -58,6 +58,7 @@ from lowcostgpu.sim.clock import ARRIVAL, REPORT, RETRY, SAMPLE, TICK, EventHeap
 from lowcostgpu.sim.eta import EtaLog, mean_work_by_pool
 from lowcostgpu.sim.jobs import Trace
 from lowcostgpu.sim.reclaims import ReclaimLosses
+from lowcostgpu.sim.risk_figures import WarningLog
 from lowcostgpu.sim.workload import Next, Workload
 
 ACCOUNT = "sim"
@@ -102,6 +103,7 @@ class SimResult:
     # server), and what those victims truly lost (their work since their last save, at the notice).
     lost_work_credits: list[LostWorkCredit] = field(default_factory=list)
     credited_true_loss_gpu_s: int = 0
+    warnings: WarningLog = field(default_factory=WarningLog)  # `sim.risk_figures`
 
 
 class Simulation:
@@ -115,6 +117,7 @@ class Simulation:
         on_progress: Callable[[int], None] | None = None,
         hidden: frozenset[str] = frozenset(),
         measure_reclaims: bool = True,
+        save_when_warned: bool = True,
     ) -> None:
         self.trace = trace
         self.config = config
@@ -149,6 +152,8 @@ class Simulation:
         # The clairvoyant dry run at each reclaim (`sim.reclaims`): it weighs every host of the
         # pool (its cost cannot be bounded), so a speed measurement may leave it out.
         self.measure_reclaims = measure_reclaims
+        # Preemption-risk warnings given, and whether warned workloads save early then.
+        self.warnings = WarningLog(save_when_warned)
         self.engine_calls = 0
         self.depth = 0
         self.next_job = 0
@@ -189,6 +194,7 @@ class Simulation:
             etas=self.etas,
             lost_work_credits=self.lost_work_credits,
             credited_true_loss_gpu_s=self.credited_true_loss_gpu_s,
+            warnings=self.warnings,
         )
 
     def _handle(self, kind: str, key: str, alloc: str) -> None:
@@ -351,12 +357,11 @@ class Simulation:
                 wl.end_run(now)
         elif isinstance(effect, ReleaseAllocation):
             self._released(effect.allocation_id, now)
-        elif (
-            isinstance(effect, EmitEvent)
-            and effect.object_kind == "instance"
-            and effect.reason in _DONE
-        ):
-            self.finished.append(effect.object_id)
+        elif isinstance(effect, EmitEvent) and effect.object_kind == "instance":
+            if effect.reason in _DONE:
+                self.finished.append(effect.object_id)
+            elif effect.reason is Reason.PREEMPTION_RISK:
+                self._warned(effect.object_id, now)
 
     def _start(self, effect: StartWorkload, now: int) -> None:
         wl = self.workloads[effect.subject_id]
@@ -371,6 +376,17 @@ class Simulation:
             if wl.interruptions:  # a restart may be shielded until its minimum runtime is over
                 pool = f"{wl.job.pool.region}/{wl.job.pool.gpu_type}"
                 self.heap.push(now + self.config.min_runtime_s, RETRY, ("retry", pool, ""))
+
+    def _warned(self, job_id: str, now: int) -> None:
+        """A `PreemptionRisk` warning: logged; a checkpointer saves early (`sim.risk_figures`),
+        reports that checkpoint when it is written, and its checkpoint cycle starts again."""
+        wl = self.workloads[job_id]
+        if wl.run is None:
+            return
+        written_at = self.warnings.warned(wl, now, self.grace_period_s)
+        if written_at is not None:
+            self.heap.push(written_at, REPORT, ("early-save", job_id, wl.run.allocation_id))
+            self._schedule_next(wl)  # the events scheduled before are superseded
 
     def _released(self, allocation_id: str, now: int) -> None:
         job_id = self.owner.pop(allocation_id, None)
@@ -409,6 +425,10 @@ class Simulation:
             self._report(job_id, WorkloadExited(EXIT_ON_SIGTERM), now)
         elif wl.noticed_at is not None:
             return  # it stopped working at the notice
+        elif kind == "early-save":
+            self._checkpoint(job_id, wl.saved_s, now)
+        elif wl.next_event()[0] != now:
+            return  # scheduled before an early save moved the run's cycle: superseded
         elif kind == "checkpoint":
             wl.save_periodic()
             self._checkpoint(job_id, wl.saved_s, now)

@@ -43,7 +43,13 @@ class Next(Enum):
 class RunState:
     allocation_id: str
     started_at: int
-    base_s: int  # work saved when this run started
+    base_s: int  # work saved when this run started (or at its last early save)
+    # When the checkpoint cycle of `base_s` began: the start, or the end of an early save.
+    cycle_from: int | None = None
+
+    @property
+    def cycle_start(self) -> int:
+        return self.started_at if self.cycle_from is None else self.cycle_from
 
 
 @dataclass(slots=True)
@@ -85,7 +91,7 @@ class Workload:
     def progress_at(self, now: int) -> tuple[int, int]:
         """(work done, work saved) of the current run at `now`."""
         assert self.run is not None
-        elapsed = max(0, now - self.run.started_at)
+        elapsed = max(0, now - self.run.cycle_start)
         base, interval, cycle = self.run.base_s, self.job.checkpoint_interval_s, self.cycle_s
         if interval is None or cycle is None:
             done, saved = base + elapsed, base
@@ -99,13 +105,14 @@ class Workload:
         assert self.run is not None
         remaining = self.job.work_s - self.run.base_s
         interval, cycle = self.job.checkpoint_interval_s, self.cycle_s
+        start = self.run.cycle_start
         if interval is None or cycle is None:
-            return self.run.started_at + remaining, Next.FINISH
+            return start + remaining, Next.FINISH
         saves = (remaining - 1) // interval  # saves made before the work is done
-        finish = self.run.started_at + remaining + saves * self.job.checkpoint_cost_s
+        finish = start + remaining + saves * self.job.checkpoint_cost_s
         written = self.checkpoints_in_run()
         if written < saves:
-            return self.run.started_at + (written + 1) * cycle, Next.CHECKPOINT
+            return start + (written + 1) * cycle, Next.CHECKPOINT
         return finish, Next.FINISH
 
     def checkpoints_in_run(self) -> int:
@@ -121,6 +128,23 @@ class Workload:
     def saves(self) -> bool:
         """It writes checkpoints at all: periodically, or only at a notice (a save has a cost)."""
         return self.job.checkpoints or self.job.checkpoint_cost_s > 0
+
+    def save_early(self, now: int) -> int | None:
+        """A preemption-risk warning (`core.risk`, `sim.risk_figures`): save everything done so
+        far, once, now. The save takes `checkpoint_cost_s` (no progress meanwhile) and the
+        checkpoint cycle starts again after it. Returns when the save is written (to report it
+        then); None when nothing is saved: a job that never checkpoints, one noticed already,
+        or one with nothing new since its last save. A notice during the save finds it done."""
+        if self.run is None or self.noticed_at is not None or not self.job.checkpoints:
+            return None
+        done, saved = self.progress_at(now)
+        if done <= max(saved, self.saved_s):
+            return None
+        written_at = now + self.job.checkpoint_cost_s
+        self.run.base_s, self.run.cycle_from = done, written_at
+        self.saved_s = done
+        self.checkpoints_written += 1
+        return written_at
 
     def saves_at_notice(self, grace_s: int) -> bool:
         """Whether a SIGTERM makes it write a checkpoint of everything done, within the grace."""

@@ -152,3 +152,16 @@ def test_latest_checkpoint_ignores_other_files(tmp_path: Path) -> None:
     (tmp_path / ".tmp-step-000000000016.ckpt-0a1b2c3d").write_bytes(b"x")
 
     assert latest_checkpoint(tmp_path) == str(tmp_path / "step-000000000012.ckpt")
+
+
+def test_a_risk_warning_saves_once_early_and_training_goes_on(tmp_path: Path) -> None:
+    """At risk before the first batch (and no periodic saves): the callback saves once, at
+    the first batch end, and never again in the episode; the run completes."""
+    notice = StopNotice()
+    notice.note_risk({"action": "none", "risk": "next", "risk_since": 1})
+    ckpts = tmp_path / "ckpts"
+    argv = ["--dirpath", str(ckpts), "--result", str(tmp_path / "r.pt")]
+    assert (
+        lightning_worker.main([*argv, "--max-steps", "6", "--keep-last", "9"], notice=notice) == 0
+    )
+    assert [step for step, _ in checkpoints(ckpts)] == [1]

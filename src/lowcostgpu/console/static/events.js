@@ -3,7 +3,7 @@
 import { follow, recentEvents } from "./api.js";
 import { badge, card, clear, h, link, table, when } from "./dom.js";
 
-const REASONS = ["Queued", "Scheduled", "Started", "Preempted", "Cordoned", "Killed", "Interrupted", "Requeued",
+const REASONS = ["Queued", "Scheduled", "Started", "Preempted", "PreemptionRisk", "Cordoned", "Killed", "Interrupted", "Requeued",
   "Restarted", "CheckpointReported", "Succeeded", "Failed", "Stopping", "Stopped", "Deleted", "NodeAdded",
   "NodeRemoved", "TargetMet", "TargetUnmet", "BalanceLow", "VolumeCreated", "VolumeResized", "VolumeDeleted", "WebhookDisabled", "WebhookEnabled"];
 

@@ -199,6 +199,8 @@ class LowcostgpuTrainerCallback(TrainerCallback):
             self.interrupted = True
             control.should_save = True
             control.should_training_stop = True
+        elif _any_rank(self.notice.early_save_due(), args):
+            control.should_save = True  # at risk of a reclaim: once per risk episode
         if control.should_save and args.should_save:
             self._save_started = time.monotonic()  # the Trainer saves right after this hook
             _invalidate(_output_dir(args) / f"checkpoint-{state.global_step}")

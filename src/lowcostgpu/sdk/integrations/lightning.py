@@ -125,7 +125,7 @@ class LowcostgpuLightningCallback(pl.Callback):
             self.interrupted = True
             trainer.should_stop = True
             self.save(trainer)
-        elif self._due(trainer.global_step):
+        elif self._due(trainer.global_step) or self._early_save(trainer):
             self.save(trainer)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -167,6 +167,15 @@ class LowcostgpuLightningCallback(pl.Callback):
         trainer.strategy.barrier("lowcostgpu.save.commit")
         self.last_saved_step = step
         return final
+
+    def _early_save(self, trainer: pl.Trainer) -> bool:
+        """At risk of a reclaim (`StopNotice.early_save_due`): one save per risk episode, so
+        that a reclaim finds little to lose. The save is a collective, so the ranks agree first:
+        one more boolean reduction per batch when there is more than one rank."""
+        local = self.notice.early_save_due()
+        if trainer.world_size <= 1:
+            return local
+        return bool(trainer.strategy.reduce_boolean_decision(local, all=False))
 
     def _due(self, step: int) -> bool:
         return (
