@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,16 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "warnings": sum(r["risk_warnings"]["warnings"] for r in runs),
         "precision_15": _weighted(runs, "precision_within_15_min", "warnings"),
         "recall": _weighted(runs, "recall", None),
+        "od_p99": max((r["on_demand_p99_wait_s"] or 0 for r in runs), default=0),
+        "credit_share": _share_of(
+            sum(Decimal(r["lost_work_credit_usd"]) for r in runs),
+            sum(Decimal(r["revenue_interruptible_usd"]) for r in runs),
+        ),
     }
+
+
+def _share_of(part: Decimal, whole: Decimal) -> str:
+    return f"{100 * part / whole:.2f} %" if whole else "-"
 
 
 def _weighted(runs: list[dict[str, Any]], figure: str, weight: str | None) -> str:
@@ -146,8 +156,9 @@ def main() -> None:
     print("| policy | lost GPU-h | vs least-work-lost | vs youngest-first | avoidable at its "
           "reclaims | interruptions | checkpointer penalty (mean) | checkpointer cost ratio "
           "(mean) | hiding gain (pooled) | reinterrupted within min runtime | warnings | "
-          "precision 15 min | recall |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "precision 15 min | recall | on-demand p99 wait s (worst seed) | lost-work credit "
+          "(share of interruptible revenue) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     table = {}
     for spec in specs:
         runs = [
@@ -164,7 +175,7 @@ def main() -> None:
             f"{row['interruptions']:,} | "
             f"{row['penalty']} | {row['cost_ratio']} | {row['hiding_gain']} | "
             f"{row['reinterrupted']} | {row['warnings']:,} | {row['precision_15']} | "
-            f"{row['recall']} |"
+            f"{row['recall']} | {row['od_p99']:,} | {row['credit_share']} |"
         )
 
 

@@ -24,7 +24,10 @@ from lowcostgpu.domain.capacity import ALLOCATION_GRACE_PERIOD_S, Allocation
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest
 
 NOW = 100_000
-POLICY = FairLeastWorkLost(typical_checkpoint_age_s=300, restart_cost_s=120)
+# The terms unbanded (each test of a term sees it whole) and with the slope of issue 8.
+POLICY = FairLeastWorkLost(
+    typical_checkpoint_age_s=300, restart_cost_s=120, older_non_reporter_per_s=30, band_pct=None
+)
 
 
 def _victims(allocations: list[Allocation], min_runtime_s: int = 0, gpus: int = 1) -> list[str]:
