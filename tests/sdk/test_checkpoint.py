@@ -390,3 +390,36 @@ def test_an_async_save_restarts_the_interval_when_it_starts(
     assert ckpt.due(20)
     release.set_result(None)
     assert ckpt.wait() is not None
+
+
+RISK_ANSWER = {"action": "none", "risk": "next", "risk_since": 1000}
+
+
+@pytest.mark.parametrize(
+    ("warned", "saves_on_notice", "last_save_s", "due"),
+    [
+        (False, False, None, False),  # no warning: nothing to hurry
+        (True, False, None, True),  # warned, does not save at a notice: save now
+        (True, True, None, True),  # saves at a notice but never saved yet: its time is unknown
+        (True, True, 299.0, False),  # its save fits the 300 s grace: the notice loses nothing
+        (True, True, 300.0, False),
+        (True, True, 301.0, True),  # it does not: save now
+        (True, False, 10.0, True),
+    ],
+)
+def test_an_early_save_is_due_once_per_warning_unless_a_save_at_the_notice_fits_the_grace(
+    tmp_path: Path, warned: bool, saves_on_notice: bool, last_save_s: float | None, due: bool
+) -> None:
+    ckpt = make(tmp_path, saves_on_notice=saves_on_notice, grace_period_s=300)
+    ckpt._last_save_s = last_save_s
+    if warned:
+        ckpt.notice.note_risk(RISK_ANSWER)
+    assert ckpt.early_save_due() is due
+    assert ckpt.early_save_due() is False  # once per warning
+
+
+def test_a_save_records_how_long_it_took_for_the_next_early_save_decision(tmp_path: Path) -> None:
+    ckpt = make(tmp_path, saves_on_notice=True, grace_period_s=300)
+    ckpt.save(1, writer("one"))
+    ckpt.notice.note_risk(RISK_ANSWER)
+    assert ckpt.early_save_due() is False  # a real save takes far less than 300 s here

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lowcostgpu.sdk.env import DEFAULT_GRACE_PERIOD_S
 from lowcostgpu.sdk.durable import atomic_write_bytes, fsync_dir, fsync_tree, tree_checksum
 from lowcostgpu.sdk.interval import IntervalPolicy
 from lowcostgpu.sdk.metadata import MetadataClient
@@ -108,6 +109,7 @@ class Checkpointer:
         max_interval_s: float = 3600.0,
         verify_checksum: bool = True,
         saves_on_notice: bool | None = None,
+        grace_period_s: float = DEFAULT_GRACE_PERIOD_S,
     ) -> None:
         """verify_checksum=False: trust file count and sizes on load instead of re-reading every
         byte (a full read costs about 1 s per GB here; worth skipping for very large states).
@@ -119,7 +121,8 @@ class Checkpointer:
         chooses whom to reclaim. saves_on_notice=None infers it: true once the loop has asked
         `should_stop()` with the SIGTERM handler installed (the documented loop saves when it
         answers true); pass False if the loop exits without saving at a notice, True if it saves
-        by other means."""
+        by other means. `grace_period_s` (the contract's LOWCOSTGPU_GRACE_PERIOD_S; `WorkloadEnv`
+        has it) tells `early_save_due` whether a save at the notice fits."""
         if keep_last < 1:
             raise ValueError(f"keep_last must be at least 1, got {keep_last}")
         self.directory = Path(directory)
@@ -141,6 +144,8 @@ class Checkpointer:
         self._pending: Future[CheckpointInfo] | None = None
         self._saves_on_notice = saves_on_notice
         self._polled_notice = False
+        self.grace_period_s = grace_period_s
+        self._last_save_s: float | None = None
         self._remove_leftovers()
 
     # ---- reading -------------------------------------------------------------------------
@@ -192,6 +197,18 @@ class Checkpointer:
         """True once a notice came: save now (`save`) and exit with EXIT_INTERRUPTED."""
         self._polled_notice = True
         return self.notice.requested
+
+    def early_save_due(self) -> bool:
+        """True once per preemption-risk warning (`StopNotice.early_save_due`): save now, with
+        the loop's usual save, so that a reclaim, if it comes, finds little to lose. False when
+        the loop saves at the notice and its last save fits in the grace period: a reclaim
+        would then lose nothing anyway, and an early save would only cost its time (in the
+        simulator, saving at every warning cost more GPU time than it saved: docs/simulation.md,
+        *Warnings*)."""
+        if not self.notice.early_save_due():
+            return False
+        last = self._last_save_s
+        return not (self.saves_on_notice and last is not None and last <= self.grace_period_s)
 
     @property
     def saves_on_notice(self) -> bool:
@@ -319,6 +336,7 @@ class Checkpointer:
             shutil.rmtree(old, ignore_errors=True)
 
     def _after_save(self, info: CheckpointInfo, blocking_s: float, total_s: float) -> None:
+        self._last_save_s = total_s
         self._prune()
         self.metadata.report_checkpoint(
             info.step,

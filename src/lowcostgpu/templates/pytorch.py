@@ -142,6 +142,7 @@ def build_checkpointer(args: argparse.Namespace, work: Workload) -> Checkpointer
         adaptive=args.adaptive,
         metadata=work.metadata,
         notice=work.notice,
+        grace_period_s=work.env.grace_period_s,
     )
 
 
@@ -172,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"step {step} loss {losses[-1]!r}")
         if ckpt.should_stop():
             return stop(ckpt, state, step, losses)
-        if ckpt.due(step):
+        early = ckpt.early_save_due()  # a preemption-risk warning: once per episode
+        if ckpt.due(step) or early:
             save(ckpt, state, step, losses, args.async_save)
         if args.step_delay_s:
             work.notice.wait(args.step_delay_s)
