@@ -38,8 +38,13 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(VENV)/bin/lint-imports
 
+# Two pytest-xdist workers: most tests wait on servers, processes and browsers, not on the CPU.
+# `--dist loadgroup` keeps each group of tests/conftest.py (the Slurm lab, the kube-apiserver,
+# the tests that look for workload processes machine-wide) on one worker. PYTEST_WORKERS=0 runs
+# the suite serially.
+PYTEST_WORKERS ?= 2
 unit: $(STAMP)
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: lint typecheck layers unit
 
