@@ -38,13 +38,11 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(VENV)/bin/lint-imports
 
-# Two pytest-xdist workers: most tests wait on servers, processes and browsers, not on the CPU.
-# `--dist loadgroup` keeps each group of tests/conftest.py (the Slurm lab, the kube-apiserver,
-# the tests that look for workload processes machine-wide) on one worker. PYTEST_WORKERS=0 runs
-# the suite serially.
+# Two pytest-xdist workers: most tests wait on servers, processes and browsers, not on the CPU
+# (what that asks of a test: tests/conftest.py). PYTEST_WORKERS=0 runs the suite in one process.
 PYTEST_WORKERS ?= 2
 unit: $(STAMP)
-	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS)
 
 test: lint typecheck layers unit
 
