@@ -16,7 +16,26 @@ its folder or instance ids; and each worker starts its own session services (a S
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("lowcostgpu", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("lowcostgpu")
+
+
+def _slurm_outputs() -> set[str]:
+    return {p.name for p in Path.cwd().glob("slurm-*.out")}
+
+
+@pytest.fixture(autouse=True)
+def no_slurm_output_in_the_working_directory() -> Iterator[None]:
+    """A Slurm job submitted without `--output` writes `slurm-<job id>.out` into the directory it
+    was submitted from (here the repository): every job a test makes writes in its own folder.
+    Fails the test after which such a file appeared (with two workers, or the one beside it)."""
+    before = _slurm_outputs()
+    yield
+    new = _slurm_outputs() - before
+    assert not new, f"a Slurm job wrote {sorted(new)} into {Path.cwd()}: give it --output"
