@@ -38,8 +38,12 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(VENV)/bin/lint-imports
 
+# Two pytest-xdist workers: most tests wait on servers, processes and browsers, not on the CPU
+# (what that asks of a test: tests/conftest.py). A worker that has run out of tests takes over
+# half of what the other one still has queued (worksteal). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
 unit: $(STAMP)
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 test: lint typecheck layers unit
 

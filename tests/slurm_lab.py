@@ -1,6 +1,8 @@
 """A real Slurm cluster for the test session: `scripts/slurm-lab.sh` in a temporary directory
 (slurmctld, three slurmd `node1`..`node3` with 4 fake GPUs each, partition `lowcostgpu`), started
-at first use (~0.5 s) and stopped when the session ends.
+at first use (~0.5 s) and stopped when the session ends. Each pytest-xdist worker has a lab of
+its own; their starts take turns (`START_LOCK`), so that the port search of one sees the ports
+of the labs started before it taken.
 
 `require()` skips a test on a laptop without Slurm's packages (or not root), and fails it when
 `CI=true` (`.ci/services/slurm.sh` installs them)."""
@@ -8,6 +10,7 @@ at first use (~0.5 s) and stopped when the session ends.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import subprocess
@@ -18,6 +21,7 @@ from pathlib import Path
 from lowcostgpu.adapters.slurm import lab
 
 NODES, GPUS = 3, 4
+START_LOCK = Path(tempfile.gettempdir()) / "lowcostgpu-slurm-lab-start.lock"
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,9 @@ def shared() -> SlurmLab:
     global _shared
     if _shared is None:
         root = Path(tempfile.mkdtemp(prefix="lowcostgpu-slurm-"))
-        lab.start(root, NODES, GPUS)
+        with START_LOCK.open("a") as lock:  # the port search, then the daemons that bind them
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            lab.start(root, NODES, GPUS)
         atexit.register(shutil.rmtree, root, True)
         atexit.register(lab.stop, root)  # runs first: atexit calls in reverse order
         _shared = SlurmLab(root)

@@ -105,3 +105,12 @@ def sign_in(page: Any, url: str, key: str, landing: str = "Instances") -> None:
     page.fill("input[name=key]", key)
     page.click("button[type=submit]")
     page.wait_for_selector(f"nav a.active:text('{landing}')")
+
+
+def rendered(page: Any, selector: str) -> None:
+    """Wait for `selector` on the page the router drew, not on its "Loading…" placeholder (a
+    `.empty` too, shown from the route's change until the page is drawn)."""
+    page.wait_for_function(
+        "s => [...document.querySelectorAll(s)].some((e) => e.textContent !== 'Loading…')",
+        arg=selector,
+    )

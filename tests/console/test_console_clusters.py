@@ -43,8 +43,9 @@ def test_a_bad_target_shows_the_api_message_and_a_good_one_creates_the_cluster(
         ("h100-sxm", 1, 1)
     ]
     assert page.url.endswith(f"#/clusters/{made[0]['id']}")
+    # Each kind of node is waited for: the preemptible one may be drawn before the standard one.
     page.locator("#nodes td", has_text="preemptible").first.wait_for()
-    assert "standard" in page.inner_text("#nodes")
+    page.locator("#nodes td", has_text="standard").first.wait_for()
     page.fill("#update-target input[name=desired_preemptible_gpus]", "-1")
     page.evaluate("document.querySelector('#update-target input').removeAttribute('min')")
     page.click("#update-target button[type=submit]")

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from console_server import ADMIN_KEY, Server, sign_in
+from console_server import ADMIN_KEY, Server, rendered, sign_in
 
 CUSTOMER_PAGES = [
     ("instances", "#instances, .empty"),
@@ -62,8 +62,8 @@ def test_every_customer_page_renders(server: Server, page: Any) -> None:
     sign_in(page, server.url, key)
     for name, selector in CUSTOMER_PAGES:
         page.goto(f"{server.url}/console/#/{name}")
-        page.wait_for_selector(f"nav a.active[href='#/{name}']")
-        page.wait_for_selector(selector)
+        page.wait_for_selector(f"nav a.active[href='#/{name}']")  # the route has changed
+        rendered(page, selector)
         assert page.locator(".problem").count() == 0, (name, page.inner_text("main"))
 
 
@@ -96,7 +96,8 @@ def test_a_foreign_instance_url_shows_not_found_and_none_of_its_data(
     assert "not found" in text
     assert "secret-vol" not in text and "h100" not in text and "$" not in text
     page.goto(f"{server.url}/console/#/instances")
-    page.wait_for_selector("#instances, .empty")
+    page.wait_for_selector("h1:text('Instance not found')", state="detached")  # route changed
+    rendered(page, "#instances, .empty")
     assert theirs["id"] not in page.inner_text("main")
 
 

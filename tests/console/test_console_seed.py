@@ -45,9 +45,11 @@ def test_the_instance_page_shows_preemption_checkpoint_and_resume_as_they_happen
         page.wait_for_selector("#timeline")
         page.evaluate("window.__notReloaded = true")
         shown = _checkpointed(page, 10)
-        assert f"step {shown}" in page.inner_text("#timeline")
-        client.launch(gpu="a100-sxm4", type="on-demand", command=["sleep", "4"])
+        # The header's step comes with the instance, the timeline's rows with the events, which
+        # the page may take in a moment later: wait for that step's row.
         timeline = page.locator("#timeline")
+        page.locator("#timeline", has_text=f"step {shown}").wait_for(timeout=TIMEOUT_MS)
+        client.launch(gpu="a100-sxm4", type="on-demand", command=["sleep", "4"])
         timeline.locator("td.reason", has_text="Preempted").wait_for(timeout=TIMEOUT_MS)
         timeline.locator("td.reason", has_text="Restarted").wait_for(timeout=TIMEOUT_MS)
         stored = client.instance(inst["id"])

@@ -3,6 +3,9 @@
 It records each run in `runs.jsonl` on the volume (pid, restart count, the step it resumed from,
 when it started and when it stopped), so the test can check that every restart resumed from the
 last checkpoint and measure the real running time to compare with the meter.
+
+Arguments: the number of steps, then anything (the test's folder, which marks its workloads
+among the machine's processes): ignored.
 """
 
 from __future__ import annotations

@@ -108,9 +108,12 @@ class Server:
         return response.json() if response.content else None
 
 
-def workload_processes() -> dict[str, list[int]]:
-    """Live workload processes by instance id, read from /proc (not the sandbox's own bwrap
-    processes, which carry the workload's environment too)."""
+def workload_processes(server: Server) -> dict[str, list[int]]:
+    """Live workload processes of `server`'s test by instance id, read from /proc (not the
+    sandbox's own bwrap processes, which carry the workload's environment too).
+
+    A workload is known by its program and by the test's folder among its arguments (`launch`):
+    a test running beside this one (pytest-xdist) has workloads of the same program."""
     found: dict[str, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -118,7 +121,8 @@ def workload_processes() -> dict[str, list[int]]:
         try:
             if os.readlink(entry / "exe").endswith("/bwrap"):
                 continue
-            if str(WORKLOAD) not in (entry / "cmdline").read_bytes().decode(errors="replace"):
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            if str(WORKLOAD) not in argv or str(server.tmp) not in argv:
                 continue
             environ = (entry / "environ").read_bytes().split(b"\0")
             stat = (entry / "stat").read_text()
@@ -136,7 +140,7 @@ def orphans(server: Server) -> list[str]:
     """Instances with a live workload process that neither hold GPUs nor just released them."""
     status = {i["id"]: i["status"] for i in server.call("GET", "/v1/instances")}
     allowed = HOLDING | {"interrupted", "stopped"}
-    return [i for i in workload_processes() if status.get(i) not in allowed]
+    return [i for i in workload_processes(server) if status.get(i) not in allowed]
 
 
 def check_invariants(server: Server) -> list[dict[str, Any]]:
@@ -147,7 +151,7 @@ def check_invariants(server: Server) -> list[dict[str, Any]]:
             # Only an on-demand start waiting for its draining victim may share GPUs with it.
             pair = {a["status"], b["status"]}
             assert pair in ({"starting", "interrupting"}, {"starting", "stopping"}), (a, b)
-    processes = workload_processes()
+    processes = workload_processes(server)
     status = {i["id"]: i["status"] for i in instances}
     for instance_id, pids in processes.items():
         assert len(pids) == 1, f"{instance_id} runs twice: {pids}"
@@ -163,7 +167,7 @@ def server(tmp_path: Path, store_url: str) -> Iterator[Server]:
     yield srv
     if srv.proc is not None and srv.proc.poll() is None:
         srv.kill()
-    for pids in workload_processes().values():
+    for pids in workload_processes(srv).values():
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):  # gone with its sandbox already
                 os.kill(pid, signal.SIGKILL)
@@ -177,7 +181,8 @@ def launch(server: Server, name: str, kind: str, gpus: int) -> str:
         "gpu": "a100-sxm4",
         "type": kind,
         "gpus": gpus,
-        "command": [sys.executable, str(WORKLOAD), str(STEPS)],
+        # The test's folder marks its workloads (`workload_processes`); the program ignores it.
+        "command": [sys.executable, str(WORKLOAD), str(STEPS), str(server.tmp)],
         "volume": f"{name}:1GB",
         "env": {"PYTHONPATH": os.pathsep.join(sys.path)},
     }

@@ -66,6 +66,13 @@ class LocalHarness:
         self.root = root
         self.runtime = LocalRuntime(root / "state")
         self.others: list[LocalRuntime] = []
+        self.zombies_before = set(zombie_children())
+
+    def new_zombies(self) -> set[str]:
+        """Zombie children of the test process that were not there when this harness was made:
+        an earlier test in this process (another runtime, a demo's plane, pytest-xdist running
+        the tests in any order) may have left its own, which no runtime of this test can reap."""
+        return set(zombie_children()) - self.zombies_before
 
     def another_runtime(self) -> LocalRuntime:
         """A runtime on the same state directory (a restarted server); reaped at cleanup."""
@@ -116,7 +123,7 @@ class LocalHarness:
         def reaped() -> bool:
             for runtime in (self.runtime, *self.others):
                 runtime.observe()  # reaps the shims this runtime started that have ended
-            return not zombie_children()
+            return not self.new_zombies()
 
         wait_until(reaped, what="no zombie child of the test process")
 
@@ -135,6 +142,7 @@ class SlurmHarness(LocalHarness):
         self.lab = slurm_lab.require()
         self.runtime = SlurmRuntime(Slurm(self.lab.conf), root / "slurm-state")  # type: ignore[assignment]
         self.others = []
+        self.zombies_before = set(zombie_children())
 
     def another_runtime(self) -> SlurmRuntime:  # type: ignore[override]
         return SlurmRuntime(Slurm(self.lab.conf), self.runtime.state_dir)

@@ -18,7 +18,6 @@ from conftest import (
     volume_mount,
     wait_phase,
     workload_start,
-    zombie_children,
 )
 from lowcostgpu.adapters.local import LocalRuntime
 from lowcostgpu.adapters.local import runtime as runtime_module
@@ -227,9 +226,9 @@ def test_a_start_reaps_ended_shims_only_once_they_have_piled_up(
         local.wait_running(a)
     for a in ("a-1", "a-2", "a-3"):
         local.finish(a, 0)
-    wait_until(lambda: len(zombie_children()) == 3, what="the three shims ended, unreaped")
+    wait_until(lambda: len(local.new_zombies()) == 3, what="the three shims ended, unreaped")
     local.start("a-4")
-    assert len(zombie_children()) == left
+    assert len(local.new_zombies()) == left
     local.wait_running("a-4")  # so that the harness's clean-up finds it to kill
 
 
