@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lowcostgpu.sdk.env import DEFAULT_GRACE_PERIOD_S
 from lowcostgpu.sdk.durable import atomic_write_bytes, fsync_dir, fsync_tree, tree_checksum
+from lowcostgpu.sdk.env import DEFAULT_GRACE_PERIOD_S
 from lowcostgpu.sdk.interval import IntervalPolicy
 from lowcostgpu.sdk.metadata import MetadataClient
 from lowcostgpu.sdk.notice import StopNotice, default_notice
