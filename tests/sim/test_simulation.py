@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from lowcostgpu.adapters.files import load_catalog, load_fleet
@@ -125,3 +126,19 @@ def test_a_slice_of_the_alibaba_trace_runs(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert report["trace"]["jobs"] > 100
     assert report["end_s"] == 120 * 86400
+
+
+@pytest.mark.parametrize(
+    ("flag", "warned"), [("--risk-warnings", True), ("--no-risk-warnings", False)]
+)
+def test_sim_warns_the_next_victims_unless_told_not_to(
+    tmp_path: Path, flag: str, warned: bool
+) -> None:
+    out = tmp_path / "report"
+    mix = "synthetic:hours=24,per_hour=8,on_demand=0.35,mean_work_h=2"
+    args = ["sim", "--trace", mix, "--policy", "least-work-lost", "--seed", "3", flag]
+    result = CliRunner().invoke(app, [*args, "--report", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    warnings = report["policies"]["least-work-lost"]["risk_warnings"]["warnings"]
+    assert (warnings > 0) is warned

@@ -285,6 +285,13 @@ def sim(
     replicate: Annotated[
         int, typer.Option(help="replicate the fleet and the jobs N times (scaling studies)")
     ] = 1,
+    risk_warnings: Annotated[
+        bool,
+        typer.Option(
+            help="warn the next victims (PreemptionRisk) so that they save early; "
+            "--no-risk-warnings compares without"
+        ),
+    ] = True,
 ) -> None:
     """Replay a trace through the real engine and measure what preemption costs."""
     from rich.progress import Progress
@@ -310,6 +317,7 @@ def sim(
             fleet_scale=fleet_scale,
             replicate=replicate,
             progress=progress,
+            risk_warnings=risk_warnings,
         )
     from lowcostgpu.sim.report import summary_lines
 

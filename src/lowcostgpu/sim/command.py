@@ -230,10 +230,13 @@ def run_sim(
     fleet_scale: float = 1.0,
     replicate: int = 1,
     progress: Progress | None = None,
+    risk_warnings: bool = True,
 ) -> dict[str, Any]:
+    """`risk_warnings=False` runs without preemption-risk warnings (no early saves either)."""
     names = policy_names(policy)
     loaded, prices = load_trace(trace, fleet, catalog, seed=seed, fleet_scale=fleet_scale)
     loaded = loaded.until(days).replicated(replicate)
-    report, samples = simulate(loaded, prices, names, seed=seed, progress=progress)
+    config = SchedulerConfig() if risk_warnings else SchedulerConfig(risk_window_s=0)
+    report, samples = simulate(loaded, prices, names, seed=seed, progress=progress, config=config)
     write_report(report_dir, report, samples)
     return report
