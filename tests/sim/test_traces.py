@@ -45,7 +45,7 @@ def test_a_good_csv_gives_jobs_in_submit_order() -> None:
         ("0,-5,1,a100-sxm4,on-demand,,", "duration_s must be ≥ 1"),
         ("0,ten,1,a100-sxm4,on-demand,,", "duration_s must be a whole number"),
         ("0,100,1,a100-sxm4,spot-ish,,", "unknown capacity type"),
-        ("0,100,1,a100-sxm4,interruptible,,30", "checkpoint_cost_s is given"),
+        ("0,100,1,a100-sxm4,on-demand,,30", "a save only at a notice) is for interruptible"),
         ("0,100,1,a100-sxm4", "expected 7 columns"),
     ],
 )
@@ -86,3 +86,9 @@ def test_the_alibaba_trace_maps_pods_to_jobs_and_nodes_to_hosts() -> None:
     small = read_alibaba(ALIBABA, fleet_scale=0.02)
     assert {h.pool.gpu_type for h in small.hosts} == {h.pool.gpu_type for h in trace.hosts}
     assert len(small.hosts) < 40
+
+
+def test_a_cost_without_an_interval_is_a_job_that_saves_only_at_a_notice() -> None:
+    rows = _rows("0,100,1,a100-sxm4,interruptible,,60")
+    (job,) = parse_csv_rows(rows, HOSTS, source="jobs.csv").jobs
+    assert (job.checkpoint_interval_s, job.checkpoint_cost_s) == (None, 60)

@@ -7,8 +7,9 @@ One job a row, with the header
 `submit_s` seconds from the start of the trace; `duration_s` seconds of useful work; `gpu_type` a
 GPU type of the fleet, or `region/gpu_type` to name the pool (a bare type goes to the region with
 the most GPUs of that type); `class` on-demand or interruptible (aliases standard, preemptible);
-the two checkpoint columns are empty for a job that never checkpoints (then the cost must be
-empty too). A bad row is refused with an error that names its line.
+the two checkpoint columns are empty for a job that never checkpoints; a cost without an
+interval is an interruptible job that saves only at a notice (one save of that many seconds at
+SIGTERM). A bad row is refused with an error that names its line.
 """
 
 from __future__ import annotations
@@ -105,15 +106,19 @@ def _job(
     count = _whole(gpus, "gpus", minimum=1)
     if count > largest[pool]:
         raise InvalidRequest(f"{count} GPUs do not fit one host of {pool} ({largest[pool]} GPUs)")
-    if not interval and cost:
-        raise InvalidRequest("checkpoint_cost_s is given but checkpoint_interval_s is empty")
+    capacity_class = CapacityClass.parse(klass)
+    if not interval and cost and not capacity_class.preemptible:
+        raise InvalidRequest(
+            "checkpoint_cost_s without checkpoint_interval_s (a save only at a notice) is for "
+            "interruptible jobs: an on-demand job is never noticed"
+        )
     return Job(
         id=job_id,
         submit_s=_whole(submit, "submit_s", minimum=0),
         work_s=_whole(duration, "duration_s", minimum=1),
         gpus=count,
         pool=pool,
-        capacity_class=CapacityClass.parse(klass),
+        capacity_class=capacity_class,
         checkpoint_interval_s=_whole(interval, "checkpoint_interval_s", minimum=1)
         if interval
         else None,
