@@ -29,14 +29,20 @@ def draw(seed: int, name: str, salt: str = "") -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
-def checkpoint_habit(seed: int, name: str) -> tuple[int | None, int]:
-    """(checkpoint_interval_s or None, checkpoint_cost_s) for a preemptible job."""
-    tenth = int(draw(seed, name, "checkpoint") * 10)
-    for share, interval, cost in CHECKPOINT_HABITS:
-        if tenth < share:
+def checkpoint_habit(
+    seed: int,
+    name: str,
+    habits: Sequence[tuple[int, int | None, int]] = CHECKPOINT_HABITS,
+    salt: str = "checkpoint",
+) -> tuple[int | None, int]:
+    """(checkpoint_interval_s or None, checkpoint_cost_s) for a preemptible job, drawn from
+    `habits` ((share, interval, cost), shares in any whole unit: tenths, per cent)."""
+    point = int(draw(seed, name, salt) * sum(share for share, _, _ in habits))
+    for share, interval, cost in habits:
+        if point < share:
             return interval, cost
-        tenth -= share
-    raise AssertionError("the habit shares add up to 10")  # pragma: no cover
+        point -= share
+    raise AssertionError("a draw below the shares' total falls in one")  # pragma: no cover
 
 
 def weighted_pool(seed: int, name: str, pools: Sequence[tuple[PoolKey, int]]) -> PoolKey | None:

@@ -64,7 +64,7 @@ from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import ConfigError, InvalidRequest
 from lowcostgpu.domain.fleet import gpus_per_pool
 from lowcostgpu.sim.jobs import Job, Trace, sorted_jobs
-from lowcostgpu.sim.mix import draw
+from lowcostgpu.sim.mix import checkpoint_habit
 
 REGION: Final = "stress"
 # (GPU type, GPUs per host, share of the fleet's GPUs): 1-GPU 0.28, 4-GPU 0.34, 8-GPU 0.38.
@@ -316,9 +316,4 @@ def _arrivals(rng: random.Random, per_s: list[float], start_s: int, end_s: int) 
 
 def stress_habit(seed: int, name: str) -> tuple[int | None, int]:
     """(checkpoint_interval_s or None, checkpoint_cost_s) of an interruptible stress job."""
-    point = int(draw(seed, name, "stress-checkpoint") * 100)
-    for share, interval, cost in STRESS_HABITS:
-        if point < share:
-            return interval, cost
-        point -= share
-    raise AssertionError("the habit shares add up to 100")  # pragma: no cover
+    return checkpoint_habit(seed, name, STRESS_HABITS, "stress-checkpoint")
