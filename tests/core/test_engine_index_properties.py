@@ -181,10 +181,11 @@ class IndexWorld(RuleBasedStateMachine):
             if n.deadline is not None and n.status is NodeStatus.CORDONED
         ]
         deadlines += [h.until for h in self.state.holds.values()]
-        # and the end of a preemption-risk episode's oldest arrival (`core.risk`)
-        deadlines += [
-            p.expires_at for p in self.state.risk.pools.values() if p.warned and p.expires_at
-        ]
+        # and the end of a preemption-risk episode's oldest arrival, or a deferred replay of
+        # its demand (`core.risk`)
+        pools = self.state.risk.pools.values()
+        deadlines += [p.expires_at for p in pools if p.warned and p.expires_at]
+        deadlines += [p.replay_due_at for p in pools if p.replay_due_at is not None]
         assert engine.next_wake(self.state) == min(deadlines, default=None)
 
     @invariant()

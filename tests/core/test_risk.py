@@ -162,8 +162,14 @@ def test_a_reclaimed_instance_leaves_the_warned_set_and_the_next_is_warned() -> 
     step = on_demand(step.state, "od-2", 1010)  # it reclaims i3, the one warned
     assert step.state.instances["i3"].status is InstanceStatus.INTERRUPTING
     assert step.state.risk.warned_at(POOL, "i3") is None
+    # The demand was replayed 10 s ago: the next replay is due 60 s after that one, and the
+    # engine wakes for it.
+    assert risk_events(step) == [] and step.wake_at is not None and step.wake_at <= 1060
+    early = engine.tick(step.state, 1059, CONFIG)
+    assert risk_events(early) == []
     # Two GPUs asked for, none free: the replay reclaims the next two (i2, then i1).
-    assert sorted(e.object_id for e in risk_events(step)) == ["i1", "i2"]
+    due = engine.tick(early.state, 1060, CONFIG)
+    assert sorted(e.object_id for e in risk_events(due)) == ["i1", "i2"]
 
 
 def test_warnings_off_warn_nobody() -> None:

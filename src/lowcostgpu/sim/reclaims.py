@@ -50,7 +50,8 @@ class ReclaimLosses:
         if not victims:
             return
         actual = sum(loss_s(v, now) * gpus_of(v) for v in victims)
-        yardstick = replace(config, policy=Clairvoyant().bound(loss_s))
+        # The dry run wants the victims only: no preemption-risk replay (its dearest part).
+        yardstick = replace(config, policy=Clairvoyant().bound(loss_s), risk_window_s=0)
         try:
             choice = engine.launch(before, spec, now, yardstick)
         except InsufficientCapacity:  # pragma: no cover - it sees every set the policy sees
