@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from itertools import combinations
+from typing import TYPE_CHECKING
+
 from lowcostgpu.core.state import Request, Ticket
 from lowcostgpu.domain.capacity import Allocation, CapacityClass, Host, PoolKey
+
+if TYPE_CHECKING:
+    from lowcostgpu.core.snapshot import FleetSnapshot, HostState
 
 POOL = PoolKey("eu", "a100-sxm4")
 
@@ -42,3 +49,20 @@ def ticket(subject: str, gpus: int = 1, enqueued_at: int = 0, pool: PoolKey = PO
 
 def on_demand(subject: str, gpus: int = 1, pool: PoolKey = POOL) -> Request:
     return Request(subject_id=subject, pool=pool, gpus=gpus)
+
+
+def feasible_victim_sets(
+    snap: FleetSnapshot, gpus: int, excluded: Callable[[Allocation], bool] | None = None
+) -> Iterator[tuple[HostState, tuple[Allocation, ...]]]:
+    """Every set of reclaimable allocations (preemptible, not draining, not `excluded`) on one
+    host that frees enough GPUs there for `gpus`, by brute force: the tests' oracle."""
+    for state in snap.hosts.values():
+        candidates = [
+            a
+            for a in state.allocations
+            if a.preemptible and not a.draining and (excluded is None or not excluded(a))
+        ]
+        for size in range(len(candidates) + 1):
+            for subset in combinations(candidates, size):
+                if state.free + sum(a.gpus for a in subset) >= gpus:
+                    yield state, subset

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import combinations
 
 import pytest
-from fleet_builders import alloc, host, on_demand
+from fleet_builders import alloc, feasible_victim_sets, host, on_demand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,20 +90,15 @@ def _brute_force(
     snap: FleetSnapshot, gpus: int, now: int, min_runtime_s: int, policy: VictimPolicy
 ) -> tuple[object, ...] | None:
     best: tuple[object, ...] | None = None
-    for state in snap.hosts.values():
-        candidates = [a for a in state.allocations if a.preemptible and not a.draining]
-        for size in range(len(candidates) + 1):
-            for subset in combinations(candidates, size):
-                if state.free + sum(a.gpus for a in subset) < gpus:
-                    continue
-                key = (
-                    sum(is_protected(a, now, min_runtime_s) for a in subset),
-                    sum(policy.cost(a, now) for a in subset),
-                    len(subset),
-                    max((a.last_interrupted_at or NEVER for a in subset), default=NEVER),
-                )
-                if best is None or key < best:
-                    best = key
+    for _, subset in feasible_victim_sets(snap, gpus):
+        key = (
+            sum(is_protected(a, now, min_runtime_s) for a in subset),
+            sum(policy.cost(a, now) for a in subset),
+            len(subset),
+            max((a.last_interrupted_at or NEVER for a in subset), default=NEVER),
+        )
+        if best is None or key < best:
+            best = key
     return best
 
 

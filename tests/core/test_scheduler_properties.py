@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import combinations
 
-from fleet_builders import alloc, host, on_demand, ticket
+from fleet_builders import alloc, feasible_victim_sets, host, on_demand, ticket
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -47,28 +47,18 @@ def brute_force_best(
     """Every feasible victim set on every host, compared by the documented key."""
     best: tuple[object, ...] | None = None
     shield = shield_of(policy)
-    for state in snap.hosts.values():
-        candidates = [
-            a
-            for a in state.allocations
-            if a.preemptible
-            and not a.draining
-            and (shield is None or not shield(a, now, min_runtime_s))
-        ]
-        for size in range(len(candidates) + 1):
-            for subset in combinations(candidates, size):
-                if state.free + sum(a.gpus for a in subset) < gpus:
-                    continue
-                key = (
-                    sum(is_protected(a, now, min_runtime_s) for a in subset),
-                    sum(policy.cost(a, now) for a in subset),
-                    len(subset),
-                    max((a.last_interrupted_at or NEVER for a in subset), default=NEVER),
-                    tuple(sorted(a.id for a in subset)),
-                    state.host.id,
-                )
-                if best is None or key < best:
-                    best = key
+    shielded = None if shield is None else (lambda a: shield(a, now, min_runtime_s))
+    for state, subset in feasible_victim_sets(snap, gpus, shielded):
+        key = (
+            sum(is_protected(a, now, min_runtime_s) for a in subset),
+            sum(policy.cost(a, now) for a in subset),
+            len(subset),
+            max((a.last_interrupted_at or NEVER for a in subset), default=NEVER),
+            tuple(sorted(a.id for a in subset)),
+            state.host.id,
+        )
+        if best is None or key < best:
+            best = key
     return best
 
 
@@ -277,18 +267,13 @@ TestSchedulerWorld.settings = settings(max_examples=150, stateful_step_count=40,
 
 
 def _least_loss(snap: FleetSnapshot, gpus: int, now: int, policy: FairLeastWorkLost) -> int | None:
-    """The least work any feasible victim set on one host loses (the policy's estimate), and
-    the GPUs of that set's victims, by brute force."""
-    least = None
-    for state in snap.hosts.values():
-        candidates = [a for a in state.allocations if a.preemptible and not a.draining]
-        for size in range(len(candidates) + 1):
-            for subset in combinations(candidates, size):
-                if state.free + sum(a.gpus for a in subset) < gpus:
-                    continue
-                lost = sum(policy.parts(a, now).lost_gpu_s for a in subset)
-                least = lost if least is None else min(least, lost)
-    return least
+    """The least work any feasible victim set on one host loses (the policy's estimate), by
+    brute force; None when no set frees enough GPUs."""
+    losses = (
+        sum(policy.parts(a, now).lost_gpu_s for a in subset)
+        for _, subset in feasible_victim_sets(snap, gpus)
+    )
+    return min(losses, default=None)
 
 
 @settings(max_examples=300, deadline=None)
