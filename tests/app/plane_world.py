@@ -25,7 +25,8 @@ class CountingIds:
 
 
 class World:
-    def __init__(self, store: Store | None = None, gpus: int = 8) -> None:
+    def __init__(self, store: Store | None = None, gpus: int | list[int] = 8) -> None:
+        sizes = [gpus] if isinstance(gpus, int) else gpus  # one host h1, or h1, h2, … of sizes
         self.clock = FixedClock(1_000_000)
         self.store = store or MemoryStore()
         self.runtime = FakeRuntime(now=self.clock.now)
@@ -36,7 +37,7 @@ class World:
             volumes=self.volumes,
             clock=self.clock,
             ids=CountingIds(),
-            hosts=[Host("h1", POOL, gpus)],
+            hosts=[Host(f"h{n}", POOL, size) for n, size in enumerate(sizes, 1)],
             catalog=load_catalog(),
             secret=b"0123456789abcdef0123456789abcdef",
             metadata_url="http://127.0.0.1:9/v1/metadata",

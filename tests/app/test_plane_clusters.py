@@ -198,13 +198,22 @@ def test_the_fleet_view_counts_gpus_that_cluster_nodes_hold() -> None:
     assert (pool.gpus, pool.on_demand_gpus, pool.interruptible_gpus, pool.free_gpus) == (8, 4, 4, 0)
 
 
-@pytest.mark.parametrize(("gpus_per_node", "accepted"), [(8, True), (4, False), (9, False)])
-def test_where_nodes_are_whole_hosts_a_node_size_must_be_a_host_size_of_the_pool(
-    gpus_per_node: int, accepted: bool
+@pytest.mark.parametrize(
+    ("host_gpus", "gpus_per_node", "accepted"),
+    [
+        ((8,), 8, True),
+        ((8,), 4, False),
+        ((8,), 9, False),
+        ((4, 8), 8, True),
+        ((4, 8), 4, False),  # it could land on half of the 8-GPU host
+    ],
+)
+def test_where_nodes_are_whole_hosts_a_node_size_must_be_the_pools_largest_host(
+    host_gpus: tuple[int, ...], gpus_per_node: int, accepted: bool
 ) -> None:
     from dataclasses import replace
 
-    w = World(gpus=8)
+    w = World(gpus=list(host_gpus))
     w.plane.config = replace(w.plane.config, whole_host_nodes=True)  # as on Slurm
     request = ClusterRequest("acme", "a100-sxm4", gpus_per_node, 1, 0)
     if accepted:
@@ -212,5 +221,6 @@ def test_where_nodes_are_whole_hosts_a_node_size_must_be_a_host_size_of_the_pool
         return
     with pytest.raises(InvalidRequest, match="a cluster node is a whole host") as refused:
         w.plane.clusters.create_cluster(request)
-    assert "(8)" in refused.value.message and refused.value.hint == "ask for gpus_per_node=8"
+    assert f"(hosts of {', '.join(map(str, host_gpus))})" in refused.value.message
+    assert refused.value.hint == "ask for gpus_per_node=8"
     assert w.plane.clusters.list_clusters("acme") == []

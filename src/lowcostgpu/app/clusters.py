@@ -168,14 +168,17 @@ class ClusterService:
         convert_node_class(node, CapacityClass.parse(to))
 
     def _check_whole_hosts(self, pool: PoolKey, gpus_per_node: int) -> None:
-        """On a runtime whose nodes are whole hosts, a node size must be one of the pool's."""
+        """On a runtime whose nodes are whole hosts (Slurm, Kubernetes), a node must take every
+        GPU of whichever host the scheduler gives it. The scheduler places a node on any host
+        with that many free GPUs, so only the pool's largest host size guarantees it: a 4-GPU
+        node in a pool of 4- and 8-GPU hosts could land on half of an 8-GPU host."""
         sizes = self.pools.host_sizes(pool)
-        if gpus_per_node not in sizes:
+        if not sizes or gpus_per_node != sizes[-1]:
             listed = ", ".join(str(s) for s in sizes)
             raise InvalidRequest(
                 f"on this runtime a cluster node is a whole host: gpus_per_node must be the GPU "
-                f"count of a {pool.gpu_type} host in {pool.region} ({listed}), got "
-                f"{gpus_per_node!r}",
+                f"count of the largest {pool.gpu_type} host in {pool.region} (hosts of "
+                f"{listed}), got {gpus_per_node!r}",
                 hint=f"ask for gpus_per_node={sizes[-1]}" if sizes else None,
             )
 

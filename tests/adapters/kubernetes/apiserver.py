@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -203,3 +204,20 @@ def require() -> ApiServer:
             pytest.fail(f"CI needs a real kube-apiserver: {why}")
         pytest.skip(why)
     return shared()
+
+
+def register_host(
+    core: Any, name: str, gpus: int = 8, labels: dict[str, str] | None = None
+) -> None:
+    """A fleet host's Node, as its kubelet registers it and the NVIDIA device plugin advertises
+    its GPUs (the test plays both; the hollow nodes of `components.py` are real kubelets)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.create_node({"metadata": {"name": name, "labels": labels or {}}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    resources = {"nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "512Gi", "pods": "110"}
+    status = {"status": {"capacity": resources, "allocatable": resources}}
+    core.patch_node_status(name, status)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from apiserver import register_host
+
 from lowcostgpu.adapters.clock import RandomIds, SystemClock
 from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.adapters.kubernetes import (
@@ -12,13 +14,12 @@ from lowcostgpu.adapters.kubernetes import (
     KubernetesRuntime,
     KubernetesVolumes,
 )
-from lowcostgpu.adapters.kubernetes.objects import node_name
+from lowcostgpu.adapters.kubernetes.names import DEFAULT_NAMES, KubeNames
 from lowcostgpu.adapters.store.memory import MemoryStore
 from lowcostgpu.app.clusters import ClusterRequest
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.app.plane import ControlPlane, PlaneConfig
 from lowcostgpu.bootstrap.wiring import Wired, wire
-from lowcostgpu.core.nodes import PREEMPTIBLE_TAINT
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Host, PoolKey
 
@@ -28,14 +29,28 @@ GPU_LIMIT = {"limits": {"nvidia.com/gpu": "1"}}
 
 class K8sWorld:
     """A plane on a memory store whose runtime and nodes are the API server's pods and Nodes.
-    Its one host (8 GPUs) is a Node named after the namespace, so tests do not collide."""
+    Its hosts (8 GPUs each) are Nodes named after the namespace, so tests do not collide: the
+    first is `host`; cluster nodes are whole hosts."""
 
-    def __init__(self, kube: Kube, namespace: str, gpus: int = 8) -> None:
-        self.kube, self.namespace = kube, namespace
-        self.host = f"gpu-{namespace}"
-        kube.core.create_node({"metadata": {"name": self.host}})
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        gpus: int = 8,
+        hosts: int = 1,
+        names: KubeNames = DEFAULT_NAMES,
+        register: bool = True,
+    ) -> None:
+        self.kube, self.namespace, self.names = kube, namespace, names
+        self.hosts = [f"gpu-{namespace}"] + [f"gpu-{namespace}-{n}" for n in range(2, hosts + 1)]
+        self.host = self.hosts[0]
+        if register:  # else: the test brings real kubelets (hollow nodes) of these names
+            for host in self.hosts:
+                register_host(kube.core, host, gpus)
         self.store = MemoryStore()
-        self.nodes = KubernetesNodes(kube, self.store, plane=namespace)
+        self.nodes = KubernetesNodes(
+            kube, self.store, names=names, plane=namespace, hosts=self.hosts
+        )
         self.runtime = KubernetesRuntime(kube, namespace=namespace, nodes=self.nodes)
         self.wired: Wired = wire(
             store=self.store,
@@ -44,38 +59,46 @@ class K8sWorld:
             nodes=self.nodes,
             clock=SystemClock(),
             ids=RandomIds(),
-            hosts=[Host(self.host, POOL, gpus)],
+            hosts=[Host(h, POOL, gpus) for h in self.hosts],
             catalog=load_catalog(),
             secret=b"0123456789abcdef0123456789abcdef",
             metadata_url="http://127.0.0.1:9/v1/metadata",
-            config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0)),
+            config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0), whole_host_nodes=True),
         )
 
     @property
     def plane(self) -> ControlPlane:
         return self.wired.plane
 
-    def cluster(self, desired: int = 4, grace_s: int = 4) -> str:
-        request = ClusterRequest("acme", "a100-sxm4", 4, 1, desired, grace_period_s=grace_s)
+    def cluster(self, desired: int = 8, grace_s: int = 4, standard: int = 1) -> str:
+        request = ClusterRequest("acme", "a100-sxm4", 8, standard, desired, grace_period_s=grace_s)
         return self.plane.clusters.create_cluster(request).cluster.id
 
-    def on_demand(self, gpus: int = 4) -> str:
+    def on_demand(self, gpus: int = 8) -> str:
         request = LaunchRequest(
             "acme", "a100-sxm4", "on-demand", gpus, command=("serve",), grace_period_s=2
         )
         return self.plane.launch(request).state.id
 
     def node_names(self, cluster_id: str, compute_class: str | None = None) -> list[str]:
+        """The hosts (Node names) of the cluster's placed nodes, as the plane sees them."""
         view = self.plane.clusters.get_cluster(cluster_id)
         return [
-            node_name(n.id)
+            n.host_id
             for n in view.nodes
-            if compute_class is None or n.capacity_class.compute_class_label == compute_class
+            if n.host_id is not None
+            and n.status.value in ("ready", "cordoned")
+            and (compute_class is None or n.capacity_class.compute_class_label == compute_class)
         ]
+
+    def cluster_of(self, host: str) -> str | None:
+        """The cluster a host Node is in now, as Kubernetes sees it (None: in the pool)."""
+        node = self.node(host)
+        return None if node is None else (node.metadata.labels or {}).get(self.names.cluster_label)
 
     def user_pod(self, node: str, name: str, grace_s: int, **labels: str) -> None:
         """A user's pod bound to `node` (no scheduler runs), tolerating preemption."""
-        taint = PREEMPTIBLE_TAINT
+        taint = self.names.taint
         toleration = {"key": taint.key, "operator": "Exists", "effect": taint.effect}
         body = {
             "metadata": {"name": name, "labels": labels or {"app": "train"}},

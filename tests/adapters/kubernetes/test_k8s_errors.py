@@ -12,7 +12,7 @@ from apiserver import NOBODY_TOKEN, ApiServer, free_port
 from k8s_world import K8sWorld
 
 from lowcostgpu.adapters.kubernetes import Kube, KubernetesRuntime
-from lowcostgpu.core.nodes import CLUSTER_LABEL, COMPUTE_CLASS_LABEL, PREEMPTIBLE_TAINT
+from lowcostgpu.adapters.kubernetes.names import DEFAULT_NAMES
 from lowcostgpu.domain.errors import (
     ConfigError,
     Forbidden,
@@ -22,6 +22,9 @@ from lowcostgpu.domain.errors import (
 )
 from lowcostgpu.ports.runtime import WorkloadStart
 from waiting import wait_until
+
+CLUSTER_LABEL, COMPUTE_CLASS_LABEL = DEFAULT_NAMES.cluster_label, DEFAULT_NAMES.compute_class_label
+PREEMPTIBLE_TAINT = DEFAULT_NAMES.taint
 
 
 def pending_pod(world: K8sWorld, name: str, selector: dict[str, str], tolerate: bool) -> None:
@@ -48,8 +51,8 @@ def pending_pod(world: K8sWorld, name: str, selector: dict[str, str], tolerate: 
 def test_a_pod_that_cannot_tolerate_the_only_matching_nodes_is_refused_with_what_to_do(
     kube: Kube, namespace: str, compute_class: str, tolerate: bool, refused: bool
 ) -> None:
-    world = K8sWorld(kube, namespace)
-    c = world.cluster(desired=4)
+    world = K8sWorld(kube, namespace, hosts=2)
+    c = world.cluster(desired=8)
     world.plane.tick()
     selector = {CLUSTER_LABEL: c, COMPUTE_CLASS_LABEL: compute_class}
     pending_pod(world, "job", selector, tolerate)

@@ -7,15 +7,16 @@ from types import SimpleNamespace
 
 import pytest
 
+from lowcostgpu.adapters.kubernetes.names import DEFAULT_NAMES
 from lowcostgpu.adapters.kubernetes.objects import (
     check_allocation_id,
-    node_name,
     object_name,
     pod_grace_s,
 )
 from lowcostgpu.adapters.kubernetes.placement import tolerates
-from lowcostgpu.core.nodes import PREEMPTIBLE_TAINT
 from lowcostgpu.domain.errors import InvalidRequest
+
+PREEMPTIBLE_TAINT = DEFAULT_NAMES.taint
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
@@ -31,7 +32,7 @@ def test_object_names_are_dns_labels_and_differ_for_different_ids(raw: str) -> N
 
 def test_ids_that_differ_only_in_case_or_punctuation_get_different_names() -> None:
     assert object_name("lcg", "i-1@2") != object_name("lcg", "i-1:2")
-    assert node_name("c-1-N1") != node_name("c-1-n1")
+    assert object_name("lcg", "c-1-N1") != object_name("lcg", "c-1-n1")
 
 
 @pytest.mark.parametrize(

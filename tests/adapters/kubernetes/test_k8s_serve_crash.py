@@ -12,27 +12,30 @@ from typing import Any
 
 import httpx
 import pytest
-from apiserver import ApiServer, free_port
+from apiserver import ApiServer, free_port, register_host
 from k8s_world import GPU_LIMIT
 from kubelet import FakeKubelet
 
 from lowcostgpu.adapters.kubernetes import Kube
-from lowcostgpu.core.nodes import CLUSTER_LABEL, COMPUTE_CLASS_LABEL, PREEMPTIBLE_TAINT
+from lowcostgpu.adapters.kubernetes.names import DEFAULT_NAMES
 from waiting import wait_until
 
 ADMIN_KEY = "lcg_admin_k8s-crash-0123456789abcdef"
+CLUSTER_LABEL, COMPUTE_CLASS_LABEL = DEFAULT_NAMES.cluster_label, DEFAULT_NAMES.compute_class_label
+PREEMPTIBLE_TAINT = DEFAULT_NAMES.taint
 
 
 class Serve:
     """One `lowcostgpu serve` process on the Kubernetes runtime, restartable on the same data."""
 
-    def __init__(self, tmp: Path, kubeconfig: Path, namespace: str, host: str) -> None:
+    def __init__(self, tmp: Path, kubeconfig: Path, namespace: str, hosts: list[str]) -> None:
         self.tmp, self.port, self.starts = tmp, free_port(), 0
         self.url = f"http://127.0.0.1:{self.port}"
-        (tmp / "fleet.toml").write_text(
-            f'[[region]]\nname = "eu-west"\n  [[region.hosts]]\n  name = "{host}"\n'
-            '  gpu_type = "a100-sxm4"\n  gpus = 8\n'
+        entries = "".join(
+            f'  [[region.hosts]]\n  name = "{host}"\n  gpu_type = "a100-sxm4"\n  gpus = 8\n'
+            for host in hosts
         )
+        (tmp / "fleet.toml").write_text(f'[[region]]\nname = "eu-west"\n{entries}')
         self.argv = [sys.executable, "-m", "lowcostgpu", "serve", "--data-dir", str(tmp / "data")]
         self.argv += ["--fleet", str(tmp / "fleet.toml"), "--port", str(self.port)]
         self.argv += ["--admin-key", ADMIN_KEY, "--runtime", "kubernetes"]
@@ -80,9 +83,10 @@ class Serve:
 
 @pytest.fixture
 def serve(k8s: ApiServer, kube: Kube, namespace: str, tmp_path: Path) -> Any:
-    host = f"gpu-{namespace}"
-    kube.core.create_node({"metadata": {"name": host}})
-    server = Serve(tmp_path, k8s.kubeconfig, namespace, host)
+    hosts = [f"gpu-{namespace}-{n}" for n in (1, 2)]  # the standard node's and the preemptible's
+    for host in hosts:
+        register_host(kube.core, host)
+    server = Serve(tmp_path, k8s.kubeconfig, namespace, hosts)
     yield server
     server.stop()
 
@@ -94,7 +98,7 @@ def test_a_drain_interrupted_by_kill_9_completes_after_restart(
     account = serve.call("POST", "/v1/accounts", json={"name": "k8s"})
     serve.call("POST", f"/v1/accounts/{account['id']}/topup", json={"amount": "100"})
     user = {"authorization": f"Bearer {account['api_key']}"}
-    body = {"gpu": "a100-sxm4", "gpus_per_node": 4, "desired_preemptible_gpus": 4}
+    body = {"gpu": "a100-sxm4", "gpus_per_node": 8, "desired_preemptible_gpus": 8}
     # Graces long enough that the kill lands mid-drain even on a loaded machine (train-0 still
     # runs, the node is still there), short enough for the drain to end soon after the restart.
     cluster = serve.call("POST", "/v1/clusters", json={**body, "grace_period_s": 20}, headers=user)
@@ -118,20 +122,21 @@ def test_a_drain_interrupted_by_kill_9_completes_after_restart(
         what="both pods running",
     )
 
-    launch = {"gpu": "a100-sxm4", "type": "on-demand", "gpus": 4, "command": ["serve"]}
+    launch = {"gpu": "a100-sxm4", "type": "on-demand", "gpus": 8, "command": ["serve"]}
     od = serve.call("POST", "/v1/instances", json={**launch, "grace_period_s": 2}, headers=user)
     wait_until(lambda: kube.core.read_node(node).spec.unschedulable, 30, "the cordon")
     serve.kill9()  # mid-drain: the pods have their grace to run, the node is still there
-    assert kube.core.list_node(field_selector=f"metadata.name={node}").items
+    assert kube.core.read_node(node).metadata.labels.get(CLUSTER_LABEL) == cluster["id"]
     left = {p.metadata.name for p in kube.core.list_namespaced_pod(namespace).items}
     assert "train-0" in left
 
     serve.start()
 
-    def drained() -> bool:
-        return not kube.core.list_node(field_selector=f"metadata.name={node}").items
+    def drained() -> bool:  # back in the pool: cordoned, none of the cluster's labels
+        host = kube.core.read_node(node)
+        return CLUSTER_LABEL not in (host.metadata.labels or {}) and bool(host.spec.unschedulable)
 
-    wait_until(drained, 60, "the node deleted after the restart")
+    wait_until(drained, 60, "the host back in the pool after the restart")
 
     def ended() -> bool:  # the kubelet's final delete and its records follow the status
         pods = {p.metadata.name for p in kube.core.list_namespaced_pod(namespace).items}
@@ -140,7 +145,7 @@ def test_a_drain_interrupted_by_kill_9_completes_after_restart(
 
     wait_until(ended, what="both pods exited with 137 and deleted")
     events = kube.events.list_namespaced_event("kube-system").items
-    assert [e.regarding.name for e in events if e.reason == "Preempted"].count(node) == 1
+    assert [e.regarding.name for e in events if e.reason == "NodePreempted"].count(node) == 1
 
     def od_running() -> bool:
         return serve.call("GET", f"/v1/instances/{od['id']}", headers=user)["status"] == "running"

@@ -214,15 +214,14 @@ class KubernetesHarness:
     host_id = "h-1"
 
     def __init__(self, serial: int) -> None:
-        from apiserver import require
+        from apiserver import register_host, require
         from kubelet import FakeKubelet
 
         server = require()
         self.kube = Kube.from_kubeconfig(server.kubeconfig)
         self.namespace = f"rt{os.getpid()}-{serial}"
         self.kube.core.create_namespace({"metadata": {"name": self.namespace}})
-        if not self.kube.core.list_node(field_selector="metadata.name=h-1").items:
-            self.kube.core.create_node({"metadata": {"name": "h-1"}})  # the fleet's host
+        register_host(self.kube.core, "h-1")  # the fleet's host
         self.runtime = KubernetesRuntime(self.kube, namespace=self.namespace)
         self.runtime.watch()  # the contract through the watch-fed cache (K8sWorld lists)
         self.kubelet = FakeKubelet(self.kube.api).start()

@@ -1,76 +1,97 @@
-"""Cluster nodes as Kubernetes Node objects: the node provider for the Kubernetes runtime.
+"""Cluster nodes on Kubernetes: a node is a whole fleet host, and the host is a real Node.
 
-The core decides and emits `AddNode`, `CordonNode`, `SignalWorkload`/`KillWorkload` on the node's
-allocation, and `RemoveNode` (see `core.nodes`); this provider makes them true in the API server:
+The operator's GPU machines are registered by their own kubelets (their `nvidia.com/gpu` comes
+from the device plugin); lowcostgpu never creates, deletes or writes the status of a Node. It
+only moves a host between roles, by labels, taints and the cordon (names from `KubeNames`):
 
-- `AddNode`: a Node labelled `lowcostgpu.io/compute-class=standard|preemptible` and
-  `lowcostgpu.io/cluster=<id>`, tainted `lowcostgpu.io/preemptible=true:NoSchedule` when
-  preemptible, with `nvidia.com/gpu` capacity, marked Ready (the provider is the node's agent).
-- `CordonNode`: `spec.unschedulable`, the drain's deadline and reason as annotations, an
-  events.k8s.io/v1 Event (`Preempted`, Warning, in kube-system), and a first eviction pass.
-- the node's SIGTERM: an eviction pass (each pod with its grace, capped at the deadline);
-  every `reports()` (each loop tick) passes again, so PDB-blocked evictions are retried, also
-  after a restart of the control plane — the drain lives in the Node's annotations, not here.
-- the node's report: `exited` once a draining node holds no evictable pod, which ends the drain
-  in the core; `KillWorkload` at the deadline deletes what is left; `RemoveNode` deletes the Node.
+| role | labels | taints | cordon |
+|---|---|---|---|
+| pool (free, or instance pods bound to it by name) | none of ours | none of ours | yes |
+| a cluster's standard node | cluster, compute-class=standard | none | no |
+| a cluster's preemptible node | cluster, compute-class=preemptible | preemptible | no |
+| draining (either class) | as before | + draining | yes, + drain finalizer |
 
-Every operation is idempotent: effects may be carried out again after a crash.
+The pool's cordon keeps kube-scheduler from placing anyone's pods on GPUs that lowcostgpu hands
+out (instance pods name their node and skip the scheduler; DaemonSets such as the device plugin
+tolerate cordons). The core decides; this provider carries out its effects:
+
+- `AddNode`: the host leaves the pool for the cluster's role (uncordoned), if it is a whole host
+  (refused otherwise: Kubernetes schedules onto Nodes, not GPU slices).
+- `CordonNode`: T+0 of the drain: cordon, the draining taint, the deadline and reason as
+  annotations, a finalizer (nobody deletes the Node mid-drain), a Warning Event on the Node and,
+  as each pod is evicted, one on the pod in its own namespace; then a first eviction pass.
+- the node's SIGTERM: an eviction pass; every `reports()` (each loop tick) passes again, so
+  PDB-blocked evictions are retried, also after a restart of the control plane (the drain lives
+  in the Node's annotations, not here).
+- the node's report: `exited` once the kubelet has removed every evictable pod (terminating ones
+  still count: their containers may still hold the GPUs); `KillWorkload` at the deadline deletes
+  what is left (`drain.KILL_GRACE_S`); `RemoveNode` puts the host back in the pool.
+
+Every operation is idempotent and checks that the Node still carries the node it is about
+(`node-id` annotation): a late replay never touches the host's next role.
+
+Cost: `reports()` is one LIST of this plane's role Nodes, one LIST of pods per draining Node, one
+LIST of unscheduled pods, and every `POOL_CHECK_S` one LIST of all Nodes (the pool's cordon).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Final
 
 from lowcostgpu.adapters.kubernetes import drain, placement
 from lowcostgpu.adapters.kubernetes.client import Kube, already_exists
+from lowcostgpu.adapters.kubernetes.names import DEFAULT_NAMES, KubeNames
+from lowcostgpu.adapters.kubernetes.node_roles import (
+    cluster_role,
+    draining_role,
+    has_node,
+    pool_role,
+    role_patch,
+)
 from lowcostgpu.adapters.kubernetes.objects import (
-    ALLOCATION_ID,
-    ALLOCATION_LABEL,
-    DRAIN_DEADLINE,
-    DRAIN_REASON,
-    GPU_RESOURCE,
-    NODE_ID,
-    PLANE_LABEL,
-    cluster_node,
     digest,
-    node_event,
-    node_name,
-    node_status,
-    selector,
+    drain_event,
+    gpus_of_node,
+    node_ref,
+    pod_ref,
 )
 from lowcostgpu.core.nodes import DRAIN_PREEMPTED, NodeState
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
+from lowcostgpu.domain.events import iso_utc
 from lowcostgpu.domain.status import NodeStatus
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
 from lowcostgpu.ports.store import OutboxEntry, Store
 
 log = logging.getLogger(__name__)
-HEARTBEAT_S = 20.0  # well inside the node lifecycle controller's 40 s grace
+POOL_CHECK_S: Final = 30.0
+DRAINING_REASON: Final = "NodeDraining"  # a drain that is not a reclaim (target lowered…)
 
 
 class KubernetesNodes:
-    """The node provider (`ports.nodes.NodeProvider`) over one API server."""
+    """The node provider (`ports.nodes.NodeProvider`) over one API server's fleet hosts."""
 
     def __init__(
         self,
         kube: Kube,
         store: Store,
         *,
+        names: KubeNames = DEFAULT_NAMES,
         plane: str = "default",
-        heartbeat_s: float = HEARTBEAT_S,
+        hosts: Collection[str] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
         self.store = store
-        self.plane = plane  # our Nodes carry lowcostgpu.io/plane=<plane>; others are not ours
+        self.names = names
+        self.plane = plane  # role Nodes carry <prefix>/plane=<plane>; others are not ours
+        self.hosts = frozenset(hosts)  # the fleet's hosts here: cordoned while in the pool
         self.clock = clock
-        self.heartbeat_s = heartbeat_s
-        self._heartbeats: dict[str, float] = {}
+        self._pool_checked_at = float("-inf")
         self._explained: set[str] = set()  # pods whose Warning was posted by this process
+        self._warned: set[str] = set()  # pods told of their eviction by this process
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -84,93 +105,98 @@ class KubernetesNodes:
             case "RemoveNode":
                 self.remove(str(p["node_id"]))
 
-    def add(self, payload: Any) -> None:
-        state = self._state(str(payload["node_id"]))
+    def add(self, payload: Mapping[str, Any]) -> None:
+        node_id, host = str(payload["node_id"]), str(payload["host_id"])
+        state = self._state(node_id)
         if state is not None and state.status is NodeStatus.REMOVED:
             return  # a late replay: the node has come and gone since
-        body = cluster_node(payload, self.plane)
-        name = body["metadata"]["name"]
-        try:
-            self.kube.call(self.kube.core.create_node, body, what=f"creating node {name}")
-        except Conflict as exc:
-            if not already_exists(exc):
-                raise
-        self._heartbeat(name, len(payload["gpu_indices"]))
-
-    def _heartbeat(self, name: str, gpus: int) -> None:
-        """Ready, with a fresh heartbeat: the node lifecycle controller marks a Node without
-        one for 40 s NotReady (and evicts its pods later), so the provider, standing in for the
-        node's kubelet, renews it every `heartbeat_s`."""
-        self.kube.call(
-            self.kube.core.patch_node_status,
-            name,
-            node_status(gpus, self.clock()),
-            what=f"marking node {name} Ready",
+        node = self._host(host)
+        check_whole_host(node_id, node, len(payload["gpu_indices"]))
+        labels = {
+            self.names.cluster_label: str(payload["cluster_id"]),
+            self.names.compute_class_label: str(payload["compute_class"]),
+            self.names.plane_label: self.plane,
+            self.names.key("allocation"): digest(str(payload["allocation_id"])),
+        }
+        annotations = {
+            self.names.node_id: node_id,
+            self.names.allocation_id: str(payload["allocation_id"]),
+        }
+        preemptible = str(payload["compute_class"]) == "preemptible"
+        self._patch(
+            host,
+            lambda n: None if has_node(n, self.names, node_id) else n,
+            lambda n: cluster_role(n, self.names, labels, annotations, preemptible),
+            what=f"giving host {host} to cluster {payload['cluster_id']} as node {node_id}",
         )
-        self._heartbeats[name] = self.clock()
 
     def cordon(self, node_id: str, effect_key: str) -> None:
-        name = node_name(node_id)
-        node = self._read(name)
         state = self._state(node_id)
-        if node is None or state is None or state.deadline is None:
+        if state is None or state.deadline is None or state.host_id is None:
             log.info("cordon of %s: the node is gone already", node_id)
             return
-        annotations = {DRAIN_DEADLINE: str(state.deadline), DRAIN_REASON: state.drain_reason}
-        patch = {"metadata": {"annotations": annotations}, "spec": {"unschedulable": True}}
-        self.kube.call(self.kube.core.patch_node, name, patch, what=f"cordoning node {name}")
-        self._event(name, node.metadata.uid, state, effect_key)
-        self._drain(name, state.deadline)
+        host = state.host_id
+        annotations = {
+            self.names.drain_deadline: str(state.deadline),
+            self.names.drain_reason: state.drain_reason or "",
+        }
+        node = self._patch(
+            host,
+            lambda n: n if has_node(n, self.names, node_id) else None,
+            lambda n: draining_role(n, self.names, annotations),
+            what=f"cordoning host {host} (node {node_id})",
+        )
+        if node is None:
+            log.info("cordon of %s: host %s holds another role now", node_id, host)
+            return
+        self._node_event(node, state, effect_key)
+        self._drain(node)
 
     def remove(self, node_id: str) -> None:
-        name = node_name(node_id)
-        drain.clear(self.kube, name)
-        with contextlib.suppress(NotFound):
-            self.kube.call(self.kube.core.delete_node, name, what=f"deleting node {name}")
+        """The host goes back to the pool (cordoned, our labels, taints and finalizer gone)."""
+        state = self._state(node_id)
+        if state is None or state.host_id is None:
+            return
+        host = state.host_id
+        if self._carries(host, node_id):  # what a kill left terminating (usually nothing)
+            drain.clear(self.kube, host)
+        self._patch(
+            host,
+            lambda n: n if has_node(n, self.names, node_id) else None,
+            lambda n: pool_role(n, self.names),
+            what=f"returning host {host} to the pool (node {node_id} removed)",
+        )
 
     # -- the node's allocation, as the runtime sees it -----------------------------------------
 
     def node_of(self, allocation_id: str) -> Any | None:
-        """Our Node that holds `allocation_id`, if any."""
-        labels = {ALLOCATION_LABEL: digest(allocation_id)}
-        found = self.kube.call(
-            self.kube.core.list_node,
-            label_selector=selector("node", **labels, **{PLANE_LABEL: self.plane}),
-            what="looking up a node by allocation",
-        )
-        return next(iter(found.items), None)
+        """The host Node that holds `allocation_id` as a cluster node, if any."""
+        labels = {self.names.key("allocation"): digest(allocation_id)}
+        found = self._list_nodes(labels | {self.names.plane_label: self.plane})
+        return next(iter(found), None)
 
     def signal(self, node: Any) -> None:
         """The node's SIGTERM: its pods are evicted (a cordon without deadline evicts nothing)."""
-        deadline = (node.metadata.annotations or {}).get(DRAIN_DEADLINE)
-        if deadline is not None:
-            self._drain(node.metadata.name, int(deadline))
+        if self.names.drain_deadline in (node.metadata.annotations or {}):
+            self._drain(node)
 
     def kill(self, node: Any) -> None:
         drain.clear(self.kube, node.metadata.name)
 
     def reports(self) -> list[WorkloadReport]:
-        """One report per Node of ours; a pass over draining ones (PDB retries); pending pods
-        that can never land on our nodes get a Warning Event that says why."""
-        found = self.kube.call(
-            self.kube.core.list_node,
-            label_selector=selector("node", **{PLANE_LABEL: self.plane}),
-            what="listing our nodes",
-        )
-        self.explain_pending(found.items)
-        return [self._report(node) for node in found.items]
+        """One report per Node in a role of ours; a pass over draining ones (PDB retries);
+        pending pods that can never land on our nodes get a Warning Event that says why."""
+        nodes = self._list_nodes({self.names.plane_label: self.plane})
+        self._keep_pool_cordoned()
+        self.explain_pending(nodes)
+        return [self._report(node) for node in nodes]
 
     def check_pod(self, namespace: str, name: str) -> None:
         """`InvalidRequest` (what is wrong, what to do) if the pod can never land on our nodes."""
         pod = self.kube.call(
             self.kube.core.read_namespaced_pod, name, namespace, what=f"reading pod {name}"
         )
-        found = self.kube.call(
-            self.kube.core.list_node,
-            label_selector=selector("node", **{PLANE_LABEL: self.plane}),
-            what="listing our nodes",
-        )
-        placement.check_pod(pod, found.items)
+        placement.check_pod(pod, self._list_nodes({self.names.plane_label: self.plane}), self.names)
 
     def explain_pending(self, nodes: list[Any]) -> None:
         pending: Any = self.kube.call(
@@ -179,65 +205,175 @@ class KubernetesNodes:
             what="listing unscheduled pods",
         )
         for pod in pending.items:
-            if pod.metadata.uid in self._explained or not placement.targets_our_nodes(pod):
+            uid = pod.metadata.uid
+            if uid in self._explained or not placement.targets_our_nodes(pod, self.names):
                 continue
             try:
-                placement.check_pod(pod, nodes)
+                placement.check_pod(pod, nodes, self.names)
             except InvalidRequest as exc:
                 log.warning("%s", exc)
-                self._post(pod.metadata.namespace, placement.pod_event(pod, exc, self.clock()))
-                self._explained.add(pod.metadata.uid)
+                self._post(placement.pod_event(pod, exc, self.clock(), self.names))
+                self._explained.add(uid)
 
     # -- internals -----------------------------------------------------------------------------
 
     def _report(self, node: Any) -> WorkloadReport:
         annotations = node.metadata.annotations or {}
-        allocation_id, node_id = annotations.get(ALLOCATION_ID, ""), annotations.get(NODE_ID, "")
-        deadline = annotations.get(DRAIN_DEADLINE)
-        name = node.metadata.name
-        if self.clock() - self._heartbeats.get(name, 0.0) >= self.heartbeat_s:  # draining too
-            capacity = (node.status.capacity if node.status else None) or {}
-            self._heartbeat(name, int(capacity.get(GPU_RESOURCE, "0")))
-        if deadline is None:
+        allocation_id = annotations.get(self.names.allocation_id, "")
+        node_id = annotations.get(self.names.node_id, "")
+        if self.names.drain_deadline not in annotations:
             return WorkloadReport(allocation_id, node_id, "running")
-        left = self._drain(node.metadata.name, int(deadline))
+        left = self._drain(node)
         if left:
             return WorkloadReport(allocation_id, node_id, "running", reason=f"{left} pod(s) left")
         return WorkloadReport(allocation_id, node_id, "exited", exit_code=0, reason="drained")
 
-    def _drain(self, name: str, deadline: int) -> int:
-        """An eviction pass; the number of evictable pods still on the node."""
-        seconds_left = deadline - int(self.clock())
-        drain.drain_pass(self.kube, name, seconds_left)
-        return sum(1 for pod in drain.pods_on(self.kube, name) if drain.evictable(pod))
+    def _drain(self, node: Any) -> int:
+        """An eviction pass; the number of evictable pods still on the node (the kubelet has
+        not removed them yet, terminating or not)."""
+        name, annotations = node.metadata.name, node.metadata.annotations or {}
+        deadline = int(annotations[self.names.drain_deadline])
+        reason = annotations.get(self.names.drain_reason, "")
 
-    def _event(self, name: str, uid: str, state: NodeState, effect_key: str) -> None:
+        def warn(pod: Any, grace_s: int) -> None:
+            self._pod_event(pod, node, reason, grace_s, deadline)
+
+        drain.drain_pass(self.kube, name, deadline - int(self.clock()), warn)
+        return len(drain.left_on(self.kube, name))
+
+    def _node_event(self, node: Any, state: NodeState, effect_key: str) -> None:
         preempted = state.drain_reason == DRAIN_PREEMPTED
         grace = state.grace_period_s
         if preempted:  # never the work it was reclaimed for: it may be another account's
             note = (
                 f"reclaimed for on-demand work: pods are evicted with their grace, "
-                f"node removed in {grace} s"
+                f"node leaves the cluster in {grace} s"
             )
         else:
-            note = f"drained ({state.drain_reason}): pods are evicted, node removed in {grace} s"
-        body = node_event(
-            name,
-            uid,
-            reason="Preempted" if preempted else "Draining",
-            note=note,
-            key=effect_key,
-            at=self.clock(),
-            warning=preempted,
+            note = (
+                f"drained ({state.drain_reason}): pods are evicted, node leaves the cluster "
+                f"in {grace} s"
+            )
+        self._post(
+            drain_event(
+                node_ref(node),
+                names=self.names,
+                reason=self.names.preempted_reason if preempted else DRAINING_REASON,
+                note=note,
+                key=effect_key,
+                at=self.clock(),
+                warning=preempted,
+            )
         )
-        self._post("kube-system", body)
 
-    def _post(self, namespace: str, event: dict[str, Any]) -> None:
+    def _pod_event(self, pod: Any, node: Any, reason: str, grace_s: int, deadline: int) -> None:
+        """Tell the pod's owner, in the pod's namespace, why it is evicted and by when."""
+        uid = pod.metadata.uid
+        if uid in self._warned:
+            return
+        preempted = reason == DRAIN_PREEMPTED
+        why = "reclaimed for on-demand work" if preempted else f"drained ({reason})"
+        note = (
+            f"node {node.metadata.name} is {why}: this pod is evicted with {grace_s} s to "
+            f"finish (SIGTERM now; deleted at {iso_utc(deadline)} if still running)"
+        )
+        self._post(
+            drain_event(
+                pod_ref(pod),
+                names=self.names,
+                reason=self.names.preempted_reason if preempted else DRAINING_REASON,
+                note=note,
+                key=f"evict:{uid}:{node.metadata.uid}",
+                at=self.clock(),
+                warning=True,
+                related=node_ref(node),
+            )
+        )
+        self._warned.add(uid)
+
+    def _keep_pool_cordoned(self) -> None:
+        """Fleet hosts in no role of any plane are cordoned (every `POOL_CHECK_S`): a host the
+        operator registered, or one whose removal a crash cut short, is not left open to
+        kube-scheduler."""
+        now = self.clock()
+        if not self.hosts or now - self._pool_checked_at < POOL_CHECK_S:
+            return
+        self._pool_checked_at = now
+        found: Any = self.kube.call(self.kube.core.list_node, what="listing the fleet's Nodes")
+        for node in found.items:
+            labels = node.metadata.labels or {}
+            if node.metadata.name not in self.hosts or self.names.cluster_label in labels:
+                continue
+            if not node.spec.unschedulable:
+                self._patch(
+                    node.metadata.name,
+                    lambda n: (
+                        n if self.names.cluster_label not in (n.metadata.labels or {}) else None
+                    ),
+                    lambda n: pool_role(n, self.names),
+                    what=f"cordoning pool host {node.metadata.name}",
+                )
+
+    def _patch(
+        self,
+        host: str,
+        applies: Callable[[Any], Any | None],
+        change: Callable[[Any], dict[str, Any] | None],
+        *,
+        what: str,
+    ) -> Any | None:
+        """Read-modify-write of the host Node with its resourceVersion (a 409 is read again and
+        redone). `applies(node)` None: this change is not for the Node as it is now (a replay);
+        `change(node)` None: nothing to change. Returns the Node (None: not applied)."""
+
+        def attempt() -> Any | None:
+            node = self._host(host)
+            if applies(node) is None:
+                return None
+            body = change(node)
+            if body is not None:
+                return self.kube.call(
+                    self.kube.core.patch_node,
+                    host,
+                    role_patch(node, body),
+                    _content_type="application/merge-patch+json",
+                    what=what,
+                )
+            return node
+
+        return self.kube.retry_conflicts(attempt, what=what)
+
+    def _carries(self, host: str, node_id: str) -> bool:
+        try:
+            return has_node(self._host(host), self.names, node_id)
+        except NotFound:
+            return False
+
+    def _host(self, host: str) -> Any:
+        try:
+            return self.kube.call(self.kube.core.read_node, host, what=f"reading node {host}")
+        except NotFound:
+            raise NotFound(
+                f"host {host} of the fleet is no Node of the Kubernetes cluster at "
+                f"{self.kube.server}",
+                hint="a host's kubelet registers its Node: check it runs (`kubectl get nodes`), "
+                "and that the fleet's host ids are Node names",
+            ) from None
+
+    def _list_nodes(self, labels: Mapping[str, str]) -> list[Any]:
+        found: Any = self.kube.call(
+            self.kube.core.list_node,
+            label_selector=",".join(f"{k}={v}" for k, v in labels.items()),
+            what="listing our nodes",
+        )
+        return list(found.items)
+
+    def _post(self, event: dict[str, Any]) -> None:
         """Create an Event; one with its name there already (a replayed effect) is fine."""
         try:
             self.kube.call(
                 self.kube.events.create_namespaced_event,
-                namespace,
+                event["metadata"]["namespace"],
                 event,
                 what=f"the {event['reason']} event {event['metadata']['name']}",
             )
@@ -245,12 +381,19 @@ class KubernetesNodes:
             if not already_exists(exc):
                 raise
 
-    def _read(self, name: str) -> Any | None:
-        try:
-            return self.kube.call(self.kube.core.read_node, name, what=f"reading node {name}")
-        except NotFound:
-            return None
-
     def _state(self, node_id: str) -> NodeState | None:
         nodes = self.store.nodes(include_removed=True)
         return next((n.state for n in nodes if n.state.id == node_id), None)
+
+
+def check_whole_host(node_id: str, node: Any, gpus: int) -> None:
+    """A cluster node on Kubernetes is a whole Node: kube-scheduler places pods on Nodes, so a
+    node cut from part of a host would share its GPUs with whatever holds the rest."""
+    have = gpus_of_node(node)
+    if gpus != have:
+        raise InvalidRequest(
+            f"node {node_id} would take {gpus} of the {have} GPUs of Node "
+            f"{node.metadata.name}: on Kubernetes a cluster node is a whole host",
+            hint=f"make the cluster's gpus_per_node {have}, the GPUs of each host of this pool "
+            "(delete this cluster and create it again)",
+        )

@@ -13,11 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from lowcostgpu.core.nodes import (
-    CLUSTER_LABEL,
-    COMPUTE_CLASS_LABEL,
-    PREEMPTIBLE_TAINT,
-)
+from lowcostgpu.adapters.kubernetes.names import KubeNames
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.ports.runtime import WorkloadStart
 
@@ -25,14 +21,9 @@ MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 MANAGER: Final = "lowcostgpu"
 ROLE_LABEL: Final = "lowcostgpu.io/role"  # workload | node
 ALLOCATION_LABEL: Final = "lowcostgpu.io/allocation"  # a hash of the allocation id
-NODE_LABEL: Final = "lowcostgpu.io/node"
-PLANE_LABEL: Final = "lowcostgpu.io/plane"  # which control plane's Nodes (one per namespace)
 ALLOCATION_ID: Final = "lowcostgpu.io/allocation-id"
 INSTANCE_ID: Final = "lowcostgpu.io/instance-id"
-NODE_ID: Final = "lowcostgpu.io/node-id"
 GPU_INDICES: Final = "lowcostgpu.io/gpu-indices"
-DRAIN_DEADLINE: Final = "lowcostgpu.io/drain-deadline"  # Unix seconds
-DRAIN_REASON: Final = "lowcostgpu.io/drain-reason"
 EXIT_FINALIZER: Final = "lowcostgpu.io/exit-report"  # keeps an ended pod until forget()
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 MAX_POD_GRACE_S: Final = 300
@@ -64,11 +55,6 @@ def object_name(prefix: str, raw: str) -> str:
 
 def pod_name(allocation_id: str) -> str:
     return object_name("lcg", allocation_id)
-
-
-def node_name(node_id: str) -> str:
-    """A cluster node's Node name: its id (already a DNS label) behind our prefix."""
-    return object_name("lcg", node_id)
 
 
 def claim_name(account_id: str, volume: str) -> str:
@@ -175,71 +161,75 @@ def claim(account_id: str, volume: str, size_gb: int, storage_class: str | None)
     }
 
 
-# --- cluster nodes ---------------------------------------------------------------------------
+# --- cluster nodes: events about a host Node and the pods a drain evicts ---------------------
 
 
-def cluster_node(payload: Mapping[str, Any], plane: str) -> dict[str, Any]:
-    """A cluster node (an `AddNode` effect's payload) as a Node: labelled with its compute class
-    and cluster, tainted when preemptible, its GPUs as `nvidia.com/gpu` capacity."""
-    node_id, compute_class = str(payload["node_id"]), str(payload["compute_class"])
-    labels = _labels("node", NODE_LABEL, node_id) | {PLANE_LABEL: plane}
-    labels |= {COMPUTE_CLASS_LABEL: compute_class, CLUSTER_LABEL: str(payload["cluster_id"])}
-    labels[ALLOCATION_LABEL] = digest(str(payload["allocation_id"]))
-    taints = []
-    if compute_class == "preemptible":
-        t = PREEMPTIBLE_TAINT
-        taints.append({"key": t.key, "value": t.value, "effect": t.effect})
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": node_name(node_id),
-            "labels": labels,
-            "annotations": {
-                NODE_ID: node_id,
-                ALLOCATION_ID: str(payload["allocation_id"]),
-                "lowcostgpu.io/host": str(payload["host_id"]),
-                GPU_INDICES: ",".join(str(i) for i in payload["gpu_indices"]),
-            },
-        },
-        "spec": {"taints": taints},
-    }
-
-
-def node_status(gpus: int, at: float) -> dict[str, Any]:
-    """What a node agent reports when it joins: capacity, and Ready."""
-    resources = {GPU_RESOURCE: str(gpus), "pods": "110"}
-    now = rfc3339(at)
-    ready = {
-        "type": "Ready",
-        "status": "True",
-        "reason": "LowcostgpuNodeReady",
-        "message": "capacity handed to the cluster by lowcostgpu",
-        "lastHeartbeatTime": now,
-        "lastTransitionTime": now,
-    }
-    return {"status": {"capacity": resources, "allocatable": resources, "conditions": [ready]}}
-
-
-def node_event(
-    node: str, uid: str, *, reason: str, note: str, key: str, at: float, warning: bool
+def drain_event(
+    regarding: Mapping[str, str],
+    *,
+    names: KubeNames,
+    reason: str,
+    note: str,
+    key: str,
+    at: float,
+    warning: bool,
+    related: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """An events.k8s.io/v1 Event about a Node. A new-style Event about a cluster-scoped object
-    lives in kube-system (servers before ~1.22 refuse any other namespace). Its name derives from
-    the effect's key, so a replayed effect makes no second event."""
-    return {
+    """An events.k8s.io/v1 Event about a Node (in kube-system: servers before ~1.22 refuse an
+    Event about a cluster-scoped object anywhere else) or about a pod being evicted (in the pod's
+    namespace, where its owner, who may not read kube-system, sees it). Its name derives from
+    `key`, so a replayed effect makes no second event."""
+    namespace = regarding.get("namespace") or "kube-system"
+    body: dict[str, Any] = {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"name": f"{node}.{digest(key)}", "namespace": "kube-system"},
+        "metadata": {"name": f"{regarding['name']}.{digest(key)}", "namespace": namespace},
         "eventTime": rfc3339(at),
-        "reportingController": "lowcostgpu.io/node-provider",
-        "reportingInstance": "lowcostgpu",
+        "reportingController": names.controller,
+        "reportingInstance": names.reporting_instance,
         "action": "Drain",
         "reason": reason,
         "type": "Warning" if warning else "Normal",
         "note": note[:1024],
-        "regarding": {"kind": "Node", "apiVersion": "v1", "name": node, "uid": uid},
+        "regarding": {"apiVersion": "v1", **regarding},
     }
+    if related is not None:
+        body["related"] = {"apiVersion": "v1", **related}
+    return body
+
+
+def node_ref(node: Any) -> dict[str, str]:
+    return {"kind": "Node", "name": node.metadata.name, "uid": node.metadata.uid}
+
+
+def pod_ref(pod: Any) -> dict[str, str]:
+    meta = pod.metadata
+    return {"kind": "Pod", "name": meta.name, "namespace": meta.namespace, "uid": meta.uid}
+
+
+def gpus_of_node(node: Any) -> int:
+    """The GPUs a Node's kubelet advertises (the device plugin's `nvidia.com/gpu`)."""
+    allocatable = (node.status.allocatable if node.status else None) or {}
+    try:
+        return int(str(allocatable.get(GPU_RESOURCE, "0")))
+    except ValueError:
+        return 0
+
+
+def gpus_of_pod(pod: Any) -> int:
+    """The GPUs a pod holds on its node: its containers' `nvidia.com/gpu` limits (a request
+    equals the limit for extended resources)."""
+    total = 0
+    for container in pod.spec.containers or []:
+        resources = container.resources
+        limits = (resources.limits if resources else None) or {}
+        requests = (resources.requests if resources else None) or {}
+        total += int(str(limits.get(GPU_RESOURCE) or requests.get(GPU_RESOURCE) or 0))
+    return total
+
+
+def pod_ended(pod: Any) -> bool:
+    return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
 
 
 def _labels(role: str, key: str, value: str) -> dict[str, str]:

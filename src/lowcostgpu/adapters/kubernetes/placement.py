@@ -1,8 +1,8 @@
 """Pods that can never land: caught and explained instead of left Pending without a word.
 
-Preemptible nodes are tainted `lowcostgpu.io/preemptible=true:NoSchedule`, so only pods that
-tolerate preemption land there and critical components stay on standard nodes. A pod that
-selects our nodes (by `lowcostgpu.io/cluster` or `lowcostgpu.io/compute-class`) where every
+Preemptible nodes are tainted (`<prefix>/preemptible=true:NoSchedule` by default, `KubeNames`),
+so only pods that tolerate preemption land there and critical components stay on standard nodes.
+A pod that selects our nodes (by `<prefix>/cluster` or `<prefix>/compute-class`) where every
 matching node is preemptible, without the toleration, would wait forever: `check_pod` says why
 and what to do; `KubernetesNodes` posts that as a Warning Event on the pod.
 """
@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from lowcostgpu.adapters.kubernetes.names import KubeNames
 from lowcostgpu.adapters.kubernetes.objects import digest, rfc3339
-from lowcostgpu.core.nodes import CLUSTER_LABEL, COMPUTE_CLASS_LABEL, PREEMPTIBLE_TAINT, Taint
+from lowcostgpu.core.nodes import Taint
 from lowcostgpu.domain.errors import InvalidRequest
 
-OUR_KEYS = (CLUSTER_LABEL, COMPUTE_CLASS_LABEL)
-TOLERATION = (
-    f"{{key: {PREEMPTIBLE_TAINT.key}, operator: Exists, effect: {PREEMPTIBLE_TAINT.effect}}}"
-)
+
+def toleration(taint: Taint) -> str:
+    return f"{{key: {taint.key}, operator: Exists, effect: {taint.effect}}}"
 
 
 def tolerates(tolerations: Iterable[Any] | None, taint: Taint) -> bool:
@@ -34,15 +34,17 @@ def tolerates(tolerations: Iterable[Any] | None, taint: Taint) -> bool:
     return False
 
 
-def targets_our_nodes(pod: Any) -> bool:
-    return any(key in (pod.spec.node_selector or {}) for key in OUR_KEYS)
+def targets_our_nodes(pod: Any, names: KubeNames) -> bool:
+    keys = (names.cluster_label, names.compute_class_label)
+    return any(key in (pod.spec.node_selector or {}) for key in keys)
 
 
-def check_pod(pod: Any, nodes: Iterable[Any]) -> None:
+def check_pod(pod: Any, nodes: Iterable[Any], names: KubeNames) -> None:
     """Raise `InvalidRequest` when `pod` selects our nodes but none of them can take it."""
     wanted = pod.spec.node_selector or {}
-    if not targets_our_nodes(pod):
+    if not targets_our_nodes(pod, names):
         return
+    taint = names.taint
     shown = ",".join(f"{k}={v}" for k, v in sorted(wanted.items()))
     name = f"{pod.metadata.namespace}/{pod.metadata.name}"
     matching = [
@@ -55,25 +57,25 @@ def check_pod(pod: Any, nodes: Iterable[Any]) -> None:
         raise InvalidRequest(
             f"pod {name} selects {shown}, and no schedulable node has those labels",
             hint="check the cluster id and compute class (`kubectl get nodes -L "
-            f"{COMPUTE_CLASS_LABEL},{CLUSTER_LABEL}`), or raise desired_preemptible_gpus",
+            f"{names.compute_class_label},{names.cluster_label}`), or raise "
+            "desired_preemptible_gpus",
         )
-    if any(not _tainted(n) for n in matching) or tolerates(pod.spec.tolerations, PREEMPTIBLE_TAINT):
+    if any(not _tainted(n, taint) for n in matching) or tolerates(pod.spec.tolerations, taint):
         return
     raise InvalidRequest(
         f"pod {name} selects {shown}: only preemptible nodes match, and the pod does not "
-        f"tolerate their taint {PREEMPTIBLE_TAINT}",
+        f"tolerate their taint {taint}",
         hint=f"to run on preemptible capacity (evicted with its grace when reclaimed) add the "
-        f"toleration {TOLERATION}; critical components select "
-        f"{COMPUTE_CLASS_LABEL}=standard instead",
+        f"toleration {toleration(taint)}; critical components select "
+        f"{names.compute_class_label}=standard instead",
     )
 
 
-def _tainted(node: Any) -> bool:
-    key = PREEMPTIBLE_TAINT.key
-    return any(t.key == key for t in node.spec.taints or [])
+def _tainted(node: Any, taint: Taint) -> bool:
+    return any(t.key == taint.key for t in node.spec.taints or [])
 
 
-def pod_event(pod: Any, error: InvalidRequest, at: float) -> dict[str, Any]:
+def pod_event(pod: Any, error: InvalidRequest, at: float, names: KubeNames) -> dict[str, Any]:
     """The explanation as an events.k8s.io/v1 Warning on the pod (one per pod: a stable name)."""
     return {
         "apiVersion": "events.k8s.io/v1",
@@ -83,8 +85,8 @@ def pod_event(pod: Any, error: InvalidRequest, at: float) -> dict[str, Any]:
             "namespace": pod.metadata.namespace,
         },
         "eventTime": rfc3339(at),
-        "reportingController": "lowcostgpu.io/node-provider",
-        "reportingInstance": "lowcostgpu",
+        "reportingController": names.controller,
+        "reportingInstance": names.reporting_instance,
         "action": "Schedule",
         "reason": "PreemptibleTaintNotTolerated",
         "type": "Warning",

@@ -3,7 +3,10 @@
 - `start`: a Secret with the workload's environment (it holds the instance token), then a Pod
   bound to the allocation's host (`spec.nodeName`: the control plane is the scheduler), asking
   for `nvidia.com/gpu`, mounting the instance's PersistentVolumeClaim. A requeued run is a new
-  Pod (a new allocation) on the same claim.
+  Pod (a new allocation) on the same claim. A host is in one role at a time: the pod is made
+  only once the host is no cluster's node any more and its kubelet has removed the pods that
+  held the GPUs before (a drain's evicted pods, a reclaimed run's): until then the start is
+  `Unavailable` and the outbox tries again, so the pod never fails the kubelet's admission.
 - `signal` (SIGTERM): an eviction with the pod's grace; the kubelet sends SIGTERM, and SIGKILL
   when the grace is over. `kill`: a delete with grace 0.
 - `observe`: one LIST of our pods per call, mapped to reports (level-triggered). A finalizer
@@ -28,6 +31,9 @@ from lowcostgpu.adapters.kubernetes.objects import (
     EXIT_FINALIZER,
     check_allocation_id,
     env_secret,
+    gpus_of_node,
+    gpus_of_pod,
+    pod_ended,
     pod_name,
     selector,
     workload_pod,
@@ -74,7 +80,7 @@ class KubernetesRuntime:
     def start(self, start: WorkloadStart) -> None:
         check_allocation_id(start.allocation_id)
         check_command(start)
-        self._check_host(start.host_id)
+        self._check_host_free(start)
         secret = env_secret(start)
         self._create(self.kube.core.create_namespaced_secret, secret, "its environment")
         pod = workload_pod(start, image=self.image, env_secret=secret["metadata"]["name"])
@@ -88,7 +94,7 @@ class KubernetesRuntime:
             if self.nodes is not None and (node := self.nodes.node_of(allocation_id)) is not None:
                 self.nodes.signal(node)
             return
-        if _ended(pod) or pod.metadata.deletion_timestamp is not None:
+        if pod_ended(pod) or pod.metadata.deletion_timestamp is not None:
             return
         grace = drain.grace_within(pod, 300)
         if drain.evict(self.kube, pod, grace) == "blocked":  # our own pod: the notice wins
@@ -100,7 +106,7 @@ class KubernetesRuntime:
             if self.nodes is not None and (node := self.nodes.node_of(allocation_id)) is not None:
                 self.nodes.kill(node)
             return
-        if not _ended(pod) and pod.metadata.deletion_grace_period_seconds != 0:
+        if not pod_ended(pod) and pod.metadata.deletion_grace_period_seconds != 0:
             drain.delete_pod(self.kube, pod, 0)
 
     def observe(self) -> list[WorkloadReport]:
@@ -160,15 +166,40 @@ class KubernetesRuntime:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _check_host(self, host_id: str) -> None:
+    def _check_host_free(self, start: WorkloadStart) -> None:
+        """`NotFound` if the host is no Node; `Unavailable` while it is still a cluster's node
+        or its kubelet still runs pods holding GPUs this run needs (a retry comes later).
+
+        Cost: one read of the Node and one LIST of the pods bound to it."""
+        host = start.host_id
         try:
-            self.kube.call(self.kube.core.read_node, host_id, what=f"reading node {host_id}")
+            node: Any = self.kube.call(self.kube.core.read_node, host, what=f"reading node {host}")
         except NotFound:
             raise NotFound(
-                f"host {host_id} of the fleet is no node of the Kubernetes cluster at "
+                f"host {host} of the fleet is no node of the Kubernetes cluster at "
                 f"{self.kube.server}",
                 hint="name the fleet's hosts after the cluster's GPU nodes (`kubectl get nodes`)",
             ) from None
+        if self.nodes is not None and self.nodes.names.cluster_label in (
+            node.metadata.labels or {}
+        ):
+            raise Unavailable(
+                f"host {host} is still a cluster's node: the run starts once it is back in the "
+                "pool",
+                hint="nothing to do: the start is tried again",
+            )
+        ours = pod_name(start.allocation_id)
+        held = sum(
+            gpus_of_pod(p)
+            for p in drain.pods_on(self.kube, host)
+            if p.metadata.name != ours and not pod_ended(p)
+        )
+        if held + len(start.gpu_indices) > gpus_of_node(node):
+            raise Unavailable(
+                f"host {host}: its kubelet has not yet removed the pods holding {held} of its "
+                f"{gpus_of_node(node)} GPUs; the run starts once they are gone",
+                hint="nothing to do: the start is tried again",
+            )
 
     def _create(self, create: Callable[..., Any], body: dict[str, Any], what: str) -> None:
         try:
@@ -208,7 +239,3 @@ class KubernetesRuntime:
             )
         if pod.metadata.deletion_timestamp is None:
             drain.delete_pod(self.kube, pod, 0)
-
-
-def _ended(pod: Any) -> bool:
-    return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
