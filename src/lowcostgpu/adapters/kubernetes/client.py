@@ -21,6 +21,11 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.incluster_config import (
+    SERVICE_CERT_FILENAME,
+    SERVICE_TOKEN_FILENAME,
+    InClusterConfigLoader,
+)
 
 from lowcostgpu.domain.errors import (
     ConfigError,
@@ -75,6 +80,31 @@ class Kube:
                 "FILE get nodes`)",
             ) from None
         configuration.retries = 0  # the loop retries: a dead server must answer quickly
+        return cls(client.ApiClient(configuration), **kw)
+
+    @classmethod
+    def in_cluster(
+        cls,
+        *,
+        token_file: str | Path = SERVICE_TOKEN_FILENAME,
+        ca_file: str | Path = SERVICE_CERT_FILENAME,
+        **kw: Any,
+    ) -> Kube:
+        """A client for a server that runs in a pod: no kubeconfig there, but the API server's
+        address in $KUBERNETES_SERVICE_HOST/PORT and the ServiceAccount's token and CA mounted
+        by the kubelet. The token is read again every minute: the kubelet rotates bound tokens."""
+        configuration = client.Configuration()
+        try:
+            InClusterConfigLoader(  # type: ignore[no-untyped-call]
+                token_filename=str(token_file), cert_filename=str(ca_file), try_refresh_token=True
+            ).load_and_set(configuration)
+        except (ConfigException, OSError) as exc:
+            raise ConfigError(
+                f"cannot use the in-cluster configuration: {exc}",
+                hint="run in a pod with a ServiceAccount token mounted "
+                "(automountServiceAccountToken), or give a kubeconfig with --kubeconfig",
+            ) from None
+        configuration.retries = 0  # as from_kubeconfig: the loop retries
         return cls(client.ApiClient(configuration), **kw)
 
     @property
