@@ -15,12 +15,17 @@ from kubernetes import client
 
 from lowcostgpu.adapters.kubernetes import drain, placement
 from lowcostgpu.adapters.kubernetes.client import Kube
-from lowcostgpu.adapters.kubernetes.names import KubeNames
+from lowcostgpu.adapters.kubernetes.names import DEFAULT_NAMES
+from lowcostgpu.adapters.kubernetes.node_roles import (
+    cluster_role,
+    draining_role,
+    pool_role,
+    role_patch,
+)
 from lowcostgpu.adapters.kubernetes.objects import (
     claim,
-    cluster_node,
+    drain_event,
     env_secret,
-    node_event,
     workload_pod,
 )
 from lowcostgpu.domain.errors import InvalidRequest
@@ -56,15 +61,40 @@ def eviction() -> dict[str, Any]:
     return dict(kube.sent[-1])
 
 
-def node_patch() -> dict[str, Any]:
-    """Labels and taints as the provider writes them, and the cordon."""
-    payload = {"node_id": "n-1", "compute_class": "preemptible", "cluster_id": "c-1",
-               "allocation_id": "a-1", "host_id": "gpu-0", "gpu_indices": [0, 1]}  # fmt: skip
-    node = cluster_node(payload, "plane")
-    draining = KubeNames().draining_taint
-    taints = [*node["spec"]["taints"], {"key": draining.key, "effect": draining.effect}]
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"labels": node["metadata"]["labels"]},
-            "spec": {"taints": taints, "unschedulable": True}}  # fmt: skip
+NAMES = DEFAULT_NAMES
+NODE = client.V1Node(
+    metadata=client.V1ObjectMeta(name="gpu-0", uid="u-n", resource_version="7", labels={}),
+    spec=client.V1NodeSpec(taints=[client.V1Taint(key="nvidia.com/gpu", effect="NoSchedule")]),
+)
+
+
+def node_patch(role: str) -> Callable[[], dict[str, Any]]:
+    """A host's role change as the provider sends it (`node_roles`), as a Node body."""
+
+    def body() -> dict[str, Any]:
+        labels = {NAMES.cluster_label: "c-1", NAMES.compute_class_label: "preemptible"}
+        changes = {
+            "cluster": lambda: cluster_role(NODE, NAMES, labels, {NAMES.node_id: "n-1"}, True),
+            "draining": lambda: draining_role(NODE, NAMES, {NAMES.drain_deadline: "1700000300"}),
+            "pool": lambda: pool_role(NODE, NAMES),
+        }
+        change = changes[role]()
+        assert change is not None
+        patch = role_patch(NODE, change)
+        for key in ("labels", "annotations"):  # a merge patch's None deletes: not in a schema
+            patch["metadata"][key] = {
+                k: v for k, v in patch["metadata"][key].items() if v is not None
+            }
+        return {"apiVersion": "v1", "kind": "Node", **patch}
+
+    return body
+
+
+def event_about(regarding: dict[str, str]) -> Callable[[], dict[str, Any]]:
+    return lambda: drain_event(
+        regarding, names=NAMES, reason="NodePreempted", note="x", key="k", at=1.7e9,
+        warning=True, related={"kind": "Node", "name": "gpu-0", "uid": "u-n"},
+    )  # fmt: skip
 
 
 def drop(*path: Any) -> Callable[[dict[str, Any]], None]:
@@ -91,12 +121,16 @@ ROWS: list[tuple[str, Callable[[], dict[str, Any]], Callable[[dict[str, Any]], N
      drop("spec", "volumes", 0, "persistentVolumeClaim", "claimName")),
     ("env secret", lambda: env_secret(START), misspell("stringData")),
     ("claim", lambda: claim("acct", "ckpts", 2, "fast"), misspell("spec")),
-    ("node event", lambda: node_event("n", "u", reason="NodePreempted", note="x", key="k",
-                                      at=1.7e9, warning=True), drop("eventTime")),
-    ("pod event", lambda: placement.pod_event(POD, InvalidRequest("no"), 1.7e9),
+    ("node event", event_about({"kind": "Node", "name": "gpu-0", "uid": "u-n"}),
+     drop("eventTime")),
+    ("evicted pod's event", event_about({"kind": "Pod", "name": "train-0", "namespace": "users",
+                                         "uid": "u-1"}), drop("eventTime")),
+    ("pod event", lambda: placement.pod_event(POD, InvalidRequest("no"), 1.7e9, NAMES),
      drop("eventTime")),
     ("eviction", eviction, misspell("deleteOptions")),
-    ("node patch", node_patch, drop("spec", "taints", 0, "effect")),
+    ("host joins a cluster", node_patch("cluster"), drop("spec", "taints", 0, "effect")),
+    ("host drains", node_patch("draining"), drop("spec", "taints", 0, "effect")),
+    ("host back in the pool", node_patch("pool"), drop("spec", "taints", 0, "effect")),
 ]  # fmt: skip
 
 
