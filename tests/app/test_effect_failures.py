@@ -55,11 +55,13 @@ class FailingVolumes(FakeVolumes):
         self.error = error
         self.calls = 0
 
-    def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
+    def ensure(
+        self, account_id: str, name: str, size_gb: int, *, region: str | None = None
+    ) -> VolumeMount:
         if name == "big":
             self.calls += 1
             raise self.error
-        return super().ensure(account_id, name, size_gb)
+        return super().ensure(account_id, name, size_gb, region=region)
 
 
 def world_with(error: Exception, policy: RetryPolicy = POLICY) -> tuple[World, FailingRuntime]:

@@ -167,10 +167,14 @@ class FakeVolumes:
         self._volumes: dict[tuple[str, str], VolumeMount] = {}
         self._usage: dict[tuple[str, str], int] = {}
 
-    def check_fits(self, account_id: str, name: str, size_gb: int) -> None:
+    def check_fits(
+        self, account_id: str, name: str, size_gb: int | None, *, region: str | None = None
+    ) -> None:
         check_volume_request(account_id, name, size_gb)
 
-    def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
+    def ensure(
+        self, account_id: str, name: str, size_gb: int, *, region: str | None = None
+    ) -> VolumeMount:
         check_volume_request(account_id, name, size_gb)
         key = (account_id, name)
         if key not in self._volumes:

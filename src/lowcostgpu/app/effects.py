@@ -210,7 +210,10 @@ class EffectRunner:
         volume = None
         if launch.volume_name:
             volume = self.volumes.ensure(
-                launch.account_id, launch.volume_name, launch.volume_size_gb or 1
+                launch.account_id,
+                launch.volume_name,
+                launch.volume_size_gb or 1,
+                region=state.pool.region,  # where the run is: a claim lives in one cluster
             )
         env = {
             **launch.env,

@@ -52,8 +52,8 @@ def build_launch(
             hint="remove them from env; names starting with LOWCOSTGPU_ are reserved",
         )
     volume = parse_volume_spec(request.volume) if request.volume else None
-    if volume is not None and volume.size_gb is not None and volumes is not None:
-        volumes.check_fits(request.account_id, volume.name, volume.size_gb)
+    if volume is not None and volumes is not None:  # an existing one too: in which region?
+        volumes.check_fits(request.account_id, volume.name, volume.size_gb, region=pool.region)
     spec = LaunchSpec(
         instance_id=instance_id,
         pool=pool,

@@ -109,13 +109,21 @@ class ChangeReporting(Protocol):
 class Volumes(Protocol):
     """Volumes outlive their instance's interruptions; only the user deletes them."""
 
-    def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
-        """Create the volume on first use (with its size limit), or return the existing one."""
+    def ensure(
+        self, account_id: str, name: str, size_gb: int, *, region: str | None = None
+    ) -> VolumeMount:
+        """Create the volume on first use (with its size limit), or return the existing one.
+        `region`: where the instance that mounts it runs (a runtime over several regions makes
+        the volume there; one region's runtime ignores it)."""
         ...
 
-    def check_fits(self, account_id: str, name: str, size_gb: int) -> None:
+    def check_fits(
+        self, account_id: str, name: str, size_gb: int | None, *, region: str | None = None
+    ) -> None:
         """Refuse, at launch, a new volume this runtime can never hold (`InvalidRequest` saying
-        how much fits); an existing volume, or one the runtime's provisioner decides on, passes."""
+        how much fits); an existing volume, or one the runtime's provisioner decides on, passes.
+        `size_gb` None: an existing volume is attached. `region`: where the instance runs; a
+        runtime over several regions refuses a volume that lives in another one."""
         ...
 
     def usage_bytes(self, account_id: str, name: str) -> int: ...

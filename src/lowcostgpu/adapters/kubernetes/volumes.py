@@ -50,10 +50,23 @@ class KubernetesVolumes:
         self.namespace = namespace
         self.storage_class = storage_class
 
-    def check_fits(self, account_id: str, name: str, size_gb: int) -> None:
-        """Accepted: the cluster's provisioner decides, and a claim it cannot bind stays pending."""
+    def check_fits(
+        self, account_id: str, name: str, size_gb: int | None, *, region: str | None = None
+    ) -> None:
+        """Accepted: the cluster's provisioner decides, and a claim it cannot bind stays pending.
+        One cluster is one region: `region` is ignored (`regions.RegionalVolumes` routes)."""
 
-    def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
+    def holds(self, account_id: str, name: str) -> bool:
+        """Whether the volume's claim exists here (one being deleted does not): one read."""
+        try:
+            self._claim(account_id, name)
+        except NotFound:
+            return False
+        return True
+
+    def ensure(
+        self, account_id: str, name: str, size_gb: int, *, region: str | None = None
+    ) -> VolumeMount:
         if size_gb < 1:
             raise InvalidRequest(f"volume {name}: size must be ≥ 1 GB, got {size_gb}")
         body = claim(account_id, name, size_gb, self.storage_class)

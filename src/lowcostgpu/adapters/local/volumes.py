@@ -90,10 +90,15 @@ class LocalVolumes:
                 self._root,
             )
 
-    def check_fits(self, account_id: str, name: str, size_gb: int) -> None:
+    def check_fits(
+        self, account_id: str, name: str, size_gb: int | None, *, region: str | None = None
+    ) -> None:
         """A new volume must fit in the disk's free space and, as an image, under the file
-        system's largest file (ext4: 16 TiB; `big:100000GB` used to fail later, in the outbox)."""
+        system's largest file (ext4: 16 TiB; `big:100000GB` used to fail later, in the outbox).
+        One machine is one region: `region` is ignored."""
         check_volume_request(account_id, name, size_gb)
+        if size_gb is None:
+            return  # an existing volume is attached (the plane refuses one that is not there)
         if read_json(self._meta(account_id, name)) is not None:
             return  # it exists: its size was checked when it was made
         free_gb = shutil.disk_usage(self._store).free // self._bytes_per_gb
@@ -128,7 +133,9 @@ class LocalVolumes:
         finally:
             probe.unlink(missing_ok=True)
 
-    def ensure(self, account_id: str, name: str, size_gb: int) -> VolumeMount:
+    def ensure(
+        self, account_id: str, name: str, size_gb: int, *, region: str | None = None
+    ) -> VolumeMount:
         check_volume_request(account_id, name, size_gb)
         try:
             return self._ensure(account_id, name, size_gb)
