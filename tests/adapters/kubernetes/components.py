@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import functools
 import os
 import shutil
@@ -395,10 +396,8 @@ class DevicePlugin:
 
     def _run(self) -> None:
         while not self._stop.wait(DEVICE_PLUGIN_POLL_S):
-            try:
+            with contextlib.suppress(ApiException):  # a Node being deleted, a conflict: retried
                 self.advertise()
-            except ApiException:
-                pass  # a Node being deleted at the end, or a conflict: the next round retries
 
 
 _shared: Components | None = None
