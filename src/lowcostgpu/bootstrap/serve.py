@@ -39,6 +39,7 @@ from lowcostgpu.ports.store import Store
 
 if TYPE_CHECKING:  # the kubernetes client is imported only when --runtime kubernetes is used
     from lowcostgpu.adapters.kubernetes import Kube
+    from lowcostgpu.adapters.kubernetes.names import KubeNames
     from lowcostgpu.adapters.slurm import Slurm
     from lowcostgpu.domain.capacity import Host
     from lowcostgpu.domain.catalog import Catalog
@@ -73,6 +74,10 @@ class ServeOptions:
     min_runtime_s: int = 300  # a (re)started preemptible allocation's protection from reclaim
     on_demand_hold_s: int = 120  # GPUs freed after an on-demand refusal wait this long for it
     credit_lost_work: bool = False  # a reclaim credits the work lost since the last checkpoint
+    fleet_from_kubernetes: bool = False  # kubernetes: the fleet is the labelled GPU Nodes
+    kube_label_prefix: str = "lowcostgpu.io"  # kubernetes: names on Nodes (`KubeNames`)
+    kube_preemptible_taint: str | None = None  # kubernetes: KEY=VALUE:EFFECT
+    kube_event_reason: str = "NodePreempted"  # kubernetes: the reclaim's Event reason
     # local runtime: sandbox every workload (docs/security.md). True: required (`serve`'s default;
     # refuse to start without bwrap), False: `--no-sandbox`, None: when this machine can (demo).
     sandbox: bool | None = None
@@ -161,11 +166,48 @@ def connect_slurm(options: ServeOptions) -> Slurm | None:
     return slurm
 
 
+def kube_names(options: ServeOptions) -> KubeNames:
+    """The names on Nodes (`--kube-label-prefix`, `--kube-preemptible-taint`,
+    `--kube-event-reason`); a bad one is a ConfigError saying how to write it."""
+    from lowcostgpu.adapters.kubernetes.names import KubeNames, parse_taint
+
+    taint = options.kube_preemptible_taint
+    return KubeNames(
+        prefix=options.kube_label_prefix,
+        preempted_reason=options.kube_event_reason,
+        preemptible_taint=parse_taint(taint) if taint else None,
+    )
+
+
+def kube_hosts_of(
+    options: ServeOptions, catalog: Catalog, kube: Kube, hosts: list[Host]
+) -> list[Host]:
+    """The fleet on Kubernetes: the fleet file's hosts checked against the cluster's Nodes (a
+    clear error on a disagreement, see `adapters.kubernetes.fleet`), or the labelled Nodes."""
+    from lowcostgpu.adapters.kubernetes.fleet import check_fleet, fleet_from_kubernetes, gpu_nodes
+
+    names = kube_names(options)
+    nodes = gpu_nodes(kube)
+    if options.fleet_from_kubernetes:
+        return fleet_from_kubernetes(nodes, catalog, names, options.region, kube.server)
+    for region in sorted({h.pool.region for h in hosts}):
+        for warning in check_fleet(hosts, nodes, names, region, kube.server):
+            log.warning("%s", warning)
+    return hosts
+
+
 def hosts_of(
-    options: ServeOptions, catalog: Catalog, slurm: Slurm | None, hosts: list[Host]
+    options: ServeOptions,
+    catalog: Catalog,
+    slurm: Slurm | None,
+    hosts: list[Host],
+    kube: Kube | None = None,
 ) -> list[Host]:
     """The fleet: the fleet file's hosts; on Slurm checked against the partition's nodes (a
-    clear error on a disagreement, see `adapters.slurm.fleet`), or taken from them."""
+    clear error on a disagreement, see `adapters.slurm.fleet`), or taken from them; the same on
+    Kubernetes against its Nodes."""
+    if kube is not None:
+        return kube_hosts_of(options, catalog, kube, hosts)
     if slurm is None:
         return hosts
     from lowcostgpu.adapters.slurm.fleet import check_fleet, fleet_from_slurm, partition_nodes
@@ -198,6 +240,14 @@ def fleet_file_of(options: ServeOptions, catalog: Catalog) -> list[Host]:
                 hint="give one: a fleet file (checked against the partition) or the partition",
             )
         return []  # read from the partition once Slurm answers (`hosts_of`)
+    if options.fleet_from_kubernetes:
+        if options.runtime != "kubernetes" or options.fleet is not None:
+            raise ConfigError(
+                "--fleet-from-kubernetes needs --runtime kubernetes and no --fleet",
+                hint="give one: a fleet file (checked against the cluster) or the cluster's "
+                "labelled Nodes",
+            )
+        return []  # read from the cluster once it answers (`hosts_of`)
     if options.runtime == "slurm" and options.fleet is None:
         raise ConfigError(
             "--runtime slurm needs the fleet of the partition: the demo fleet is not your cluster",
@@ -232,6 +282,7 @@ def runtime_of(
     kube: Kube | None,
     sandbox: SandboxPolicy | None = None,
     slurm: Slurm | None = None,
+    host_ids: tuple[str, ...] = (),
 ) -> tuple[Runtime, Volumes, NodeProvider | None]:
     """The runtime, volumes and node provider `--runtime` names."""
     if slurm is not None:
@@ -242,7 +293,9 @@ def runtime_of(
     from lowcostgpu.adapters.kubernetes import KubernetesNodes, KubernetesRuntime, KubernetesVolumes
     from lowcostgpu.adapters.kubernetes.runtime import DEFAULT_IMAGE
 
-    nodes = KubernetesNodes(kube, store, plane=options.namespace)
+    nodes = KubernetesNodes(
+        kube, store, names=kube_names(options), plane=options.namespace, hosts=host_ids
+    )
     image = options.image or DEFAULT_IMAGE
     runtime = KubernetesRuntime(kube, namespace=options.namespace, image=image, nodes=nodes)
     return runtime, KubernetesVolumes(kube, namespace=options.namespace), nodes
@@ -305,12 +358,13 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     hosts = fleet_file_of(options, catalog)
     kube = connect(options)
     slurm = connect_slurm(options)
-    hosts = hosts_of(options, catalog, slurm, hosts)
+    hosts = hosts_of(options, catalog, slurm, hosts, kube)
     check_listen(options.host, options.port)
     sandbox = sandbox_of(options)
     data_dir = prepare_data_dir(options.data_dir)
     store = SqlStore.open(options.db or f"sqlite:///{data_dir / 'lowcostgpu.db'}")
-    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube, sandbox, slurm)
+    host_ids = tuple(h.id for h in hosts)
+    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube, sandbox, slurm, host_ids)
     wired = wire(
         store=store,
         runtime=runtime,
@@ -325,7 +379,8 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
         config=PlaneConfig(
             scheduler,
             metering_interval_s=options.metering_interval_s,
-            whole_host_nodes=slurm is not None,  # a Slurm partition holds whole nodes
+            # a Slurm partition holds whole nodes; kube-scheduler places pods on whole Nodes
+            whole_host_nodes=slurm is not None or kube is not None,
             credit_lost_work=options.credit_lost_work,
         ),
     )

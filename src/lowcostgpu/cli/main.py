@@ -146,6 +146,26 @@ def serve(
     image: Annotated[
         str | None, typer.Option(help="kubernetes: container image of workloads")
     ] = None,
+    fleet_from_kubernetes: Annotated[
+        bool,
+        typer.Option(
+            help="kubernetes: the fleet is the Nodes labelled <prefix>/fleet=<gpu type> (no "
+            "--fleet; their region is --region)"
+        ),
+    ] = False,
+    kube_label_prefix: Annotated[
+        str, typer.Option(help="kubernetes: prefix of the labels, taints and annotations on Nodes")
+    ] = "lowcostgpu.io",
+    kube_preemptible_taint: Annotated[
+        str | None,
+        typer.Option(
+            help="kubernetes: the preemptible nodes' taint, KEY=VALUE:NoSchedule (default "
+            "<prefix>/preemptible=true:NoSchedule)"
+        ),
+    ] = None,
+    kube_event_reason: Annotated[
+        str, typer.Option(help="kubernetes: reason of the Warning Event at a node's reclaim")
+    ] = "NodePreempted",
     slurm_conf: Annotated[
         Path | None,
         typer.Option(help="slurm: the cluster's slurm.conf (default: $SLURM_CONF, else Slurm's)"),
@@ -164,7 +184,10 @@ def serve(
         bool, typer.Option(help="slurm: the fleet is the partition's GPU nodes (no --fleet)")
     ] = False,
     region: Annotated[
-        str, typer.Option(help="slurm, --fleet-from-slurm: the region of the partition's hosts")
+        str,
+        typer.Option(
+            help="--fleet-from-slurm/--fleet-from-kubernetes: the region of the cluster's hosts"
+        ),
     ] = "slurm",
     slurm_gpu_type: Annotated[
         str | None,
@@ -225,7 +248,9 @@ def serve(
         fleet_from_slurm=fleet_from_slurm, region=region, slurm_gpu_type=slurm_gpu_type,
         victim_policy=victim_policy, min_runtime_s=min_runtime_s,
         on_demand_hold_s=on_demand_hold_s, sandbox=not no_sandbox,
-        credit_lost_work=credit_lost_work,
+        credit_lost_work=credit_lost_work, fleet_from_kubernetes=fleet_from_kubernetes,
+        kube_label_prefix=kube_label_prefix, kube_preemptible_taint=kube_preemptible_taint,
+        kube_event_reason=kube_event_reason,
     )  # fmt: skip
     with _clear_errors():
         run_server(options, typer.echo)

@@ -14,8 +14,9 @@ region's hosts with that region's cluster, naming each:
   so is a host whose Node is cordoned or not Ready (its work waits until it is back).
 
 `fleet_from_kubernetes` builds a region's hosts from its labelled Nodes instead
-(`--fleet-from-kubernetes`). The cluster nodes lowcostgpu itself makes (Node objects
-`app.kubernetes.io/managed-by=lowcostgpu`, see `nodes.py`) are never fleet hosts.
+(`--fleet-from-kubernetes`). lowcostgpu makes no Node itself (a cluster node is a fleet host in
+another role, `nodes.py`); Nodes labelled `app.kubernetes.io/managed-by=lowcostgpu` (made by
+versions before that) are never fleet hosts.
 
 Cost: one LIST of the cluster's Nodes per region (`gpu_nodes`), O(Nodes); done once at start.
 The checks are pure functions over `kubernetes.client.V1Node` objects.
