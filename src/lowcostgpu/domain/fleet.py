@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -261,3 +261,15 @@ def _refuse_duplicate(
             hint="host ids are unique across the whole fleet; rename one (count = N adds -0..-N-1)",
         )
     seen[host_id] = line
+
+
+MAX_LISTED: Final = 8  # disagreements of a fleet with its cluster named in one error
+
+
+def listed(items: Sequence[str]) -> str:
+    """Items for an error about a fleet and its cluster (Slurm's, Kubernetes'): the first
+    `MAX_LISTED`, the rest counted; `; ` between items that have spaces themselves."""
+    sep = "; " if any(" " in i for i in items) else ", "
+    shown = sep.join(items[:MAX_LISTED])
+    more = len(items) - MAX_LISTED
+    return f"{shown} and {more} more" if more > 0 else shown

@@ -43,6 +43,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from lowcostgpu.adapters.kubernetes.objects import GPU_RESOURCE
+from waiting import wait_until
 
 T = TypeVar("T")
 BIN = CACHE / "k8s" / "bin"
@@ -98,16 +99,11 @@ def missing_components() -> str | None:
 def wait_for(
     predicate: Callable[[], T | None], timeout_s: float, what: str, tail: Callable[[], str]
 ) -> T:
-    """`predicate()`'s first truthy value; on timeout an AssertionError with the logs' tail."""
-    end = time.monotonic() + timeout_s
-    while True:
-        late = time.monotonic() >= end
-        value = predicate()
-        if value:
-            return value
-        if late:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}:\n{tail()}")
-        time.sleep(0.1)
+    """`waiting.wait_until`, its AssertionError followed by the components' log tails."""
+    try:
+        return wait_until(predicate, timeout_s, what, poll_s=0.1)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{tail()}") from None
 
 
 class Process:

@@ -227,10 +227,11 @@ def test_node_effects_replayed_after_the_drain_change_nothing(
 def test_a_node_deleted_mid_drain_stays_until_the_drain_has_ended(
     world: K8sWorld, kubelet: FakeKubelet
 ) -> None:
-    c = world.cluster(desired=8, grace_s=3)
+    # Graces long enough that the delete lands mid-drain on a loaded machine.
+    c = world.cluster(desired=8, grace_s=8)
     world.plane.tick()
     (node,) = world.node_names(c, "preemptible")
-    world.user_pod(node, "train-0", grace_s=2)
+    world.user_pod(node, "train-0", grace_s=8)
     wait_until(lambda: any(n == "train-0" and w == "running" for n, w, _ in kubelet.log))
     world.on_demand(8)
     world.plane.tick()

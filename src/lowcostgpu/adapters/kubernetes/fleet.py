@@ -29,13 +29,11 @@ from typing import Any
 
 from lowcostgpu.adapters.kubernetes.client import Kube
 from lowcostgpu.adapters.kubernetes.names import KubeNames
-from lowcostgpu.adapters.kubernetes.objects import GPU_RESOURCE, MANAGED_BY, MANAGER
+from lowcostgpu.adapters.kubernetes.objects import GPU_RESOURCE, MANAGED_BY, MANAGER, gpus_of_node
 from lowcostgpu.domain.capacity import Host, PoolKey
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import ConfigError
-from lowcostgpu.domain.fleet import HOST_NAME, REGION_NAME
-
-MAX_LISTED = 8  # disagreements named in one error; the rest are counted
+from lowcostgpu.domain.fleet import HOST_NAME, REGION_NAME, listed
 
 
 def gpu_nodes(kube: Kube) -> list[Any]:
@@ -46,15 +44,6 @@ def gpu_nodes(kube: Kube) -> list[Any]:
         what="listing the cluster's nodes",
     )
     return list(found.items)
-
-
-def allocatable_gpus(node: Any) -> int:
-    """The Node's allocatable `nvidia.com/gpu` (0 without a device plugin or a status)."""
-    allocatable = (node.status.allocatable if node.status is not None else None) or {}
-    try:
-        return int(str(allocatable.get(GPU_RESOURCE, "0")))
-    except ValueError:
-        return 0
 
 
 def fleet_label(node: Any, names: KubeNames) -> str | None:
@@ -74,7 +63,7 @@ def check_fleet(
         if node is None:
             problems.append(f"host {host.id} is no node of the cluster")
             continue
-        gpus = allocatable_gpus(node)
+        gpus = gpus_of_node(node)
         if gpus != host.gpu_count:
             problems.append(
                 f"host {host.id}: the fleet says {host.gpu_count} GPUs, the node has {gpus} "
@@ -89,7 +78,7 @@ def check_fleet(
     if problems:
         raise ConfigError(
             f"the fleet of region {region} disagrees with its Kubernetes cluster{where}: "
-            f"{_listed(problems)}",
+            f"{listed(problems)}",
             hint="fix the fleet file to match `kubectl get nodes -L "
             f"{names.fleet_label} -o wide` (allocatable {GPU_RESOURCE} from `kubectl describe "
             "node`), or take the fleet from the cluster with --fleet-from-kubernetes",
@@ -100,27 +89,27 @@ def check_fleet(
 def _warnings(
     hosts: Sequence[Host], nodes: Sequence[Any], names: KubeNames, region: str
 ) -> list[str]:
-    listed = {h.id for h in hosts}
+    in_fleet = {h.id for h in hosts}
     left_out = sorted(
         n.metadata.name
         for n in nodes
-        if n.metadata.name not in listed and fleet_label(n, names) is not None
+        if n.metadata.name not in in_fleet and fleet_label(n, names) is not None
     )
     warnings = []
     if left_out:
         warnings.append(
             f"the fleet leaves out {len(left_out)} node(s) labelled {names.fleet_label} in "
-            f"region {region}: {_listed(left_out)}; lowcostgpu places no work there"
+            f"region {region}: {listed(left_out)}; lowcostgpu places no work there"
         )
     unusable = sorted(
         f"{n.metadata.name} ({why})"
         for n in nodes
-        if n.metadata.name in listed and (why := _unusable(n))
+        if n.metadata.name in in_fleet and (why := _unusable(n))
     )
     if unusable:
         warnings.append(
             f"node(s) of the fleet in region {region} that cannot run pods now: "
-            f"{_listed(unusable)}; their work waits until they are back"
+            f"{listed(unusable)}; their work waits until they are back"
         )
     return warnings
 
@@ -151,7 +140,7 @@ def fleet_from_kubernetes(
         name, label = str(node.metadata.name), fleet_label(node, names)
         if label is None:
             continue
-        gpus = allocatable_gpus(node)
+        gpus = gpus_of_node(node)
         if label not in catalog.gpu_types:
             unknown.append(f"{name} ({names.fleet_label}={label})")
         elif gpus < 1:
@@ -182,27 +171,20 @@ def _refuse_labelled(
 ) -> None:
     if unknown:
         raise ConfigError(
-            f"node(s) of region {region} are labelled with an unknown GPU type: {_listed(unknown)}",
+            f"node(s) of region {region} are labelled with an unknown GPU type: {listed(unknown)}",
             hint=f"label them {names.fleet_label}=TYPE with one of the catalog's GPU types: "
             f"{', '.join(sorted(catalog.gpu_types))}",
         )
     if empty:
         raise ConfigError(
             f"node(s) of region {region} labelled {names.fleet_label} have no allocatable "
-            f"{GPU_RESOURCE}: {_listed(empty)}",
+            f"{GPU_RESOURCE}: {listed(empty)}",
             hint="run the NVIDIA device plugin on them (it advertises the GPUs), or remove the "
             f"label: `kubectl label node NAME {names.fleet_label}-`",
         )
     if bad_names:
         raise ConfigError(
-            f"node name(s) {_listed(bad_names)} of region {region} cannot be host ids of "
+            f"node name(s) {listed(bad_names)} of region {region} cannot be host ids of "
             "lowcostgpu (at most 63 letters, digits, '.', '-' and '_')",
             hint="use a fleet file (--fleet) that lists the nodes to use",
         )
-
-
-def _listed(items: Sequence[str]) -> str:
-    sep = "; " if any(" " in i for i in items) else ", "
-    shown = sep.join(items[:MAX_LISTED])
-    more = len(items) - MAX_LISTED
-    return f"{shown} and {more} more" if more > 0 else shown

@@ -94,15 +94,9 @@ class KubeNames:
         return Taint(self.key("draining"), "", "NoSchedule")
 
     @property
-    def pool_taint(self) -> Taint:
-        """On a fleet host that is no cluster's node (free, or running instance pods, which are
-        bound by name): keeps kube-scheduler from placing anyone's pods on GPUs we hand out."""
-        return Taint(self.key("pool"), "", "NoSchedule")
-
-    @property
     def ours(self) -> frozenset[str]:
         """The taint keys this plane adds and removes (never anyone else's)."""
-        return frozenset({self.taint.key, self.draining_taint.key, self.pool_taint.key})
+        return frozenset({self.taint.key, self.draining_taint.key})
 
     @property
     def node_id(self) -> str:

@@ -242,27 +242,23 @@ class KubernetesNodes:
         return len(drain.left_on(self.kube, name))
 
     def _node_event(self, node: Any, state: NodeState, effect_key: str) -> None:
-        preempted = state.drain_reason == DRAIN_PREEMPTED
-        grace = state.grace_period_s
-        if preempted:  # never the work it was reclaimed for: it may be another account's
-            note = (
-                f"reclaimed for on-demand work: pods are evicted with their grace, "
-                f"node leaves the cluster in {grace} s"
-            )
-        else:
-            note = (
-                f"drained ({state.drain_reason}): pods are evicted, node leaves the cluster "
-                f"in {grace} s"
-            )
+        reason, why = self._words(state.drain_reason or "")
+        # never the work it was reclaimed for: it may be another account's
+        note = (
+            f"{why}: pods are evicted with their grace, node leaves the cluster in "
+            f"{state.grace_period_s} s"
+            if state.drain_reason == DRAIN_PREEMPTED
+            else f"{why}: pods are evicted, node leaves the cluster in {state.grace_period_s} s"
+        )
         self._post(
             drain_event(
                 node_ref(node),
                 names=self.names,
-                reason=self.names.preempted_reason if preempted else DRAINING_REASON,
+                reason=reason,
                 note=note,
                 key=effect_key,
                 at=self.clock(),
-                warning=preempted,
+                warning=state.drain_reason == DRAIN_PREEMPTED,
             )
         )
 
@@ -271,8 +267,7 @@ class KubernetesNodes:
         uid = pod.metadata.uid
         if uid in self._warned:
             return
-        preempted = reason == DRAIN_PREEMPTED
-        why = "reclaimed for on-demand work" if preempted else f"drained ({reason})"
+        event_reason, why = self._words(reason)
         note = (
             f"node {node.metadata.name} is {why}: this pod is evicted with {grace_s} s to "
             f"finish (SIGTERM now; deleted at {iso_utc(deadline)} if still running)"
@@ -281,7 +276,7 @@ class KubernetesNodes:
             drain_event(
                 pod_ref(pod),
                 names=self.names,
-                reason=self.names.preempted_reason if preempted else DRAINING_REASON,
+                reason=event_reason,
                 note=note,
                 key=f"evict:{uid}:{node.metadata.uid}",
                 at=self.clock(),
@@ -290,6 +285,12 @@ class KubernetesNodes:
             )
         )
         self._warned.add(uid)
+
+    def _words(self, drain_reason: str) -> tuple[str, str]:
+        """A drain's Event reason and why, in words, for the Node's and the pods' Events."""
+        if drain_reason == DRAIN_PREEMPTED:
+            return self.names.preempted_reason, "reclaimed for on-demand work"
+        return DRAINING_REASON, f"drained ({drain_reason})"
 
     def _keep_pool_cordoned(self) -> None:
         """Fleet hosts in no role of any plane are cordoned (every `POOL_CHECK_S`): a host the

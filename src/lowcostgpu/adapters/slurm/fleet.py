@@ -30,12 +30,11 @@ from lowcostgpu.adapters.slurm.cli import Slurm, gpus_of_gres
 from lowcostgpu.domain.capacity import Host, PoolKey
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import ConfigError, InvalidRequest
-from lowcostgpu.domain.fleet import HOST_NAME, REGION_NAME
+from lowcostgpu.domain.fleet import HOST_NAME, REGION_NAME, listed
 
 SINFO_FORMAT = "%N|%G|%T|%f|%o"
 _PREEMPTING = ("REQUEUE", "CANCEL", "SUSPEND")
 _UNUSABLE = ("down", "drain", "fail", "inval", "unknown", "not_responding", "power")
-MAX_LISTED = 8  # disagreements named in one error; the rest are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +178,7 @@ def check_fleet(
     if problems:
         raise ConfigError(
             f"the fleet disagrees with Slurm partition {partition!r} "
-            f"(nodes: {_names(by_name)}): {_listed(problems)}",
+            f"(nodes: {_names(by_name)}): {listed(problems)}",
             hint="fix the fleet file to match `sinfo -N -p "
             f"{partition} -o %N,%G,%f`, or take the fleet from Slurm with --fleet-from-slurm",
         )
@@ -187,18 +186,18 @@ def check_fleet(
 
 
 def _warnings(hosts: Sequence[Host], nodes: Sequence[PartitionNode], partition: str) -> list[str]:
-    listed = {h.id for h in hosts}
-    left_out = [n.name for n in nodes if n.name not in listed]
+    in_fleet = {h.id for h in hosts}
+    left_out = [n.name for n in nodes if n.name not in in_fleet]
     warnings = []
     if left_out:
         warnings.append(
             f"the fleet leaves out {len(left_out)} node(s) of partition {partition!r}: "
-            f"{_listed(left_out)}; lowcostgpu places no work there"
+            f"{listed(left_out)}; lowcostgpu places no work there"
         )
-    unusable = [f"{n.name} ({n.state})" for n in nodes if n.name in listed and not n.usable]
+    unusable = [f"{n.name} ({n.state})" for n in nodes if n.name in in_fleet and not n.usable]
     if unusable:
         warnings.append(
-            f"node(s) of the fleet that Slurm cannot use now: {_listed(unusable)}; their work "
+            f"node(s) of the fleet that Slurm cannot use now: {listed(unusable)}; their work "
             "waits until Slurm brings them back"
         )
     return warnings
@@ -238,14 +237,14 @@ def fleet_from_slurm(
         hosts.append(Host(id=node.name, pool=PoolKey(region, kind), gpu_count=node.gpus))
     if untyped:
         raise ConfigError(
-            f"Slurm does not say the GPU type of node(s) {_listed(untyped)} of partition "
+            f"Slurm does not say the GPU type of node(s) {listed(untyped)} of partition "
             f"{partition!r}",
             hint="name it in gres.conf (Type=a100-sxm4) or as a node feature, or give "
             "--slurm-gpu-type TYPE (or a fleet file with --fleet)",
         )
     if skipped:
         raise ConfigError(
-            f"node name(s) {_listed(skipped)} cannot be host ids of lowcostgpu",
+            f"node name(s) {listed(skipped)} cannot be host ids of lowcostgpu",
             hint="use a fleet file (--fleet) that lists the nodes to use",
         )
     if not hosts:
@@ -265,14 +264,4 @@ def _field(text: str, key: str) -> str:
 
 
 def _names(by_name: dict[str, PartitionNode]) -> str:
-    return _listed(sorted(by_name)) if by_name else "none"
-
-
-def _listed(items: Sequence[str]) -> str:
-    shown = (
-        "; ".join(items[:MAX_LISTED])
-        if any(" " in i for i in items)
-        else ", ".join(items[:MAX_LISTED])
-    )
-    more = len(items) - MAX_LISTED
-    return f"{shown} and {more} more" if more > 0 else shown
+    return listed(sorted(by_name)) if by_name else "none"
