@@ -194,8 +194,9 @@ def translate(exc: ApiException, what: str) -> LowcostgpuError:
     if status == 403:
         return Forbidden(
             message,
-            hint="grant the kubeconfig's user RBAC rights on nodes, pods, pods/eviction, "
-            "pods/status, persistentvolumeclaims, secrets and events (see docs/kubernetes.md)",
+            hint="grant the kubeconfig's user the rights of deploy/kubernetes/rbac.yaml (nodes: "
+            "get, list, patch; pods, pods/eviction, secrets, persistentvolumeclaims and events; "
+            "see docs/kubernetes.md)",
         )
     if status == 404:
         return NotFound(message)
