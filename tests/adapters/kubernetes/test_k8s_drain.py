@@ -47,6 +47,13 @@ def ours(world: K8sWorld, node: Any) -> list[tuple[str, str, str]]:
     return sorted((t.key, t.value or "", t.effect) for t in node.spec.taints or [] if t.key in keys)
 
 
+def stopped(world: K8sWorld, *names: str) -> bool:
+    """Whether the kubelet has confirmed these pods stopped: each gone, or ended (its phase
+    Succeeded or Failed, reported once its containers have exited)."""
+    pods = world.pods()
+    return all(n not in pods or pods[n].status.phase in ("Succeeded", "Failed") for n in names)
+
+
 def events(world: K8sWorld, namespace: str, reason: str) -> list[Any]:
     found = world.kube.events.list_namespaced_event(namespace).items
     return [e for e in found if e.reason == reason]
@@ -125,10 +132,12 @@ def test_reclaim_cordons_taints_warns_node_and_pods_evicts_with_grace_then_retur
     def back_in_pool() -> bool:
         if world.cluster_of(node) is not None:
             return False
-        assert {"train-0", "train-1"} <= {n for n, w, _ in kubelet.log if w == "deleted"}
+        assert stopped(world, "train-0", "train-1")  # never before the kubelet said so
         return True
 
     tick_until(world, back_in_pool, what="the host back in the pool")  # 4. after the longest
+    exits = lambda: {n for n, w, _ in kubelet.log if w == "exited 137"}  # noqa: E731
+    wait_until(lambda: {"train-0", "train-1"} <= exits(), what="the kubelet's log of both exits")
     timeline = [
         (n, w, round(at - reclaimed_at, 2)) for n, w, at in kubelet.log if at > reclaimed_at
     ]
@@ -231,7 +240,7 @@ def test_a_node_deleted_mid_drain_stays_until_the_drain_has_ended(
     c = world.cluster(desired=8, grace_s=8)
     world.plane.tick()
     (node,) = world.node_names(c, "preemptible")
-    world.user_pod(node, "train-0", grace_s=8)
+    world.user_pod(node, "train-0", grace_s=4)  # ends well inside the drain's 8 s
     wait_until(lambda: any(n == "train-0" and w == "running" for n, w, _ in kubelet.log))
     world.on_demand(8)
     world.plane.tick()
@@ -239,7 +248,7 @@ def test_a_node_deleted_mid_drain_stays_until_the_drain_has_ended(
     assert world.node(node) is not None  # held by the drain's finalizer
     assert "train-0" in world.pods()
     tick_until(world, lambda: world.node(node) is None, what="the Node deleted once drained")
-    assert "train-0" not in world.pods()
+    assert stopped(world, "train-0")
 
 
 def test_an_operator_chooses_the_label_prefix_taint_and_event_reason(
