@@ -23,8 +23,9 @@ tolerate cordons). The core decides; this provider carries out its effects:
 - the node's SIGTERM: an eviction pass; every `reports()` (each loop tick) passes again, so
   PDB-blocked evictions are retried, also after a restart of the control plane (the drain lives
   in the Node's annotations, not here).
-- the node's report: `exited` once the kubelet has removed every evictable pod (terminating ones
-  still count: their containers may still hold the GPUs); `KillWorkload` at the deadline deletes
+- the node's report: `exited` once the kubelet has removed every evictable pod or reported it
+  ended (terminating pods still count: their containers may still hold the GPUs; an ended pod
+  holds none); `KillWorkload` at the deadline deletes
   what is left (`drain.KILL_GRACE_S`); `RemoveNode` puts the host back in the pool.
 
 Every operation is idempotent and checks that the Node still carries the node it is about

@@ -4,8 +4,9 @@
   bound to the allocation's host (`spec.nodeName`: the control plane is the scheduler), asking
   for `nvidia.com/gpu`, mounting the instance's PersistentVolumeClaim. A requeued run is a new
   Pod (a new allocation) on the same claim. A host is in one role at a time: the pod is made
-  only once the host is no cluster's node any more and its kubelet has removed the pods that
-  held the GPUs before (a drain's evicted pods, a reclaimed run's): until then the start is
+  only once the host is no cluster's node any more and its kubelet has removed (or reported
+  ended) the pods that held the GPUs before (a drain's evicted pods, a reclaimed run's): until
+  then the start is
   `Unavailable` and the outbox tries again, so the pod never fails the kubelet's admission.
 - `signal` (SIGTERM): an eviction with the pod's grace; the kubelet sends SIGTERM, and SIGKILL
   when the grace is over. `kill`: a delete with grace 0.
