@@ -1,8 +1,12 @@
 """The interruption notice: SIGTERM at T+0, noticed by polling a flag between steps.
 
-The handler only sets a flag and records the time. Doing real work (saving a checkpoint) inside a
-signal handler would run it in the middle of an arbitrary bytecode of the training step; instead
-the loop finishes its step, sees the flag, checkpoints and exits well before the SIGKILL deadline.
+The handler only records the time and wakes a relay thread. Doing real work (saving a checkpoint)
+inside a signal handler would run it in the middle of an arbitrary bytecode of the training step;
+instead the loop finishes its step, sees the flag, checkpoints and exits well before the SIGKILL
+deadline. The handler takes no lock either: Python runs it on the main thread between two
+bytecodes, possibly while that thread holds the very lock it would take (`threading.Event.set`
+inside the main thread's own `Event.wait`), and the process would hang until the SIGKILL. So it
+writes one byte to a pipe, and a daemon thread turns that byte into the request.
 
 Before any notice, the metadata endpoint may say the instance is *at risk* (`{"action": "none",
 "risk": "next", "risk_since": ...}`: it is among the next an on-demand request would reclaim).
@@ -13,7 +17,9 @@ finds almost nothing to lose. The advice costs one save per episode, never a sto
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -29,6 +35,7 @@ log = logging.getLogger("lowcostgpu.sdk")
 # plane itself treats any exit after a notice as an interruption, whatever its code.
 EXIT_INTERRUPTED = 143
 RISK_NEXT = "next"  # the metadata endpoint's `risk`: among the next victims
+SIGTERM_REASON = "SIGTERM"
 
 
 class _InterruptionSource(Protocol):
@@ -44,6 +51,10 @@ class StopNotice:
         self._requested_at: float | None = None
         self._reason: str | None = None
         self._installed = False
+        self._request_lock = threading.Lock()
+        self._signalled_at: float | None = None  # set by the handler only: no lock there
+        self._wake_fd: int | None = None  # the pipe's write end, once installed
+        self._pid = os.getpid()
         self._watcher: threading.Thread | None = None
         self._risk_lock = threading.Lock()
         self._risk_since: object = None  # the current risk episode (its `risk_since`), or None
@@ -51,31 +62,40 @@ class StopNotice:
 
     @property
     def requested(self) -> bool:
-        return self._event.is_set()
+        """True from the handler's return on, before the relay thread has even run."""
+        return self._event.is_set() or self._signalled_at is not None
 
     @property
     def requested_at(self) -> float | None:
         """Clock reading (default: time.monotonic) when the first stop request arrived."""
-        return self._requested_at
+        return self._requested_at if self._event.is_set() else self._signalled_at
 
     @property
     def reason(self) -> str | None:
-        return self._reason
+        if self._event.is_set():
+            return self._reason
+        return SIGTERM_REASON if self._signalled_at is not None else None
 
     @property
     def installed(self) -> bool:
         return self._installed
 
     def request(self, reason: str = "requested") -> None:
-        """Mark the stop as requested; only the first request's time and reason are kept."""
-        if not self._event.is_set():
-            self._requested_at = self._clock()
-            self._reason = reason
+        """Mark the stop as requested; only the first request's time and reason are kept (a
+        SIGTERM the relay has not passed on yet came first). Never call it from a signal
+        handler."""
+        with self._request_lock:
+            if self._event.is_set():
+                return
+            if self._signalled_at is not None:
+                self._requested_at, self._reason = self._signalled_at, SIGTERM_REASON
+            else:
+                self._requested_at, self._reason = self._clock(), reason
             self._event.set()
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until a stop is requested (or the timeout passes); True if requested."""
-        return self._event.wait(timeout_s)
+        return self.requested or self._event.wait(timeout_s)
 
     def install(self) -> StopNotice:
         """Install the SIGTERM handler; idempotent. Python only allows it on the main thread."""
@@ -86,9 +106,21 @@ class StopNotice:
                 "StopNotice.install() must run on the main thread (Python delivers signals "
                 "only there); call it before starting worker threads"
             )
+        read_fd, self._wake_fd = os.pipe()
+        os.set_blocking(self._wake_fd, False)
+        threading.Thread(
+            target=self._relay, args=(read_fd,), name="lowcostgpu-sigterm", daemon=True
+        ).start()
         signal.signal(signal.SIGTERM, self._on_sigterm)
         self._installed = True
         return self
+
+    def _relay(self, read_fd: int) -> None:
+        """Turn the handler's byte into the request, off the signal handler."""
+        with contextlib.suppress(OSError):
+            os.read(read_fd, 1)
+        os.close(read_fd)
+        self.request(SIGTERM_REASON)
 
     @property
     def at_risk(self) -> bool:
@@ -112,12 +144,20 @@ class StopNotice:
         save a checkpoint now, with the loop's usual save. False after a stop request (the
         loop saves for the stop anyway)."""
         with self._risk_lock:
-            due = self._early_save_pending and not self._event.is_set()
+            due = self._early_save_pending and not self.requested
             self._early_save_pending = False
         return due
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        self.request("SIGTERM")
+        """Lock-free: a plain assignment and a non-blocking write (see the module docstring).
+        A forked child (a DataLoader worker) inherits the handler but not the relay: it only
+        notes the time."""
+        if self._signalled_at is not None:
+            return
+        self._signalled_at = self._clock()
+        if self._wake_fd is not None and os.getpid() == self._pid:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_fd, b"\x00")
 
     def watch(self, source: _InterruptionSource, interval_s: float = 5.0) -> None:
         """Also poll the metadata endpoint for a notice, in case SIGTERM does not reach us, and
