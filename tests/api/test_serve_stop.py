@@ -25,6 +25,7 @@ import pytest
 from api_server import ADMIN_KEY, FLEET, free_port
 
 from lowcostgpu.client.api import Client
+from signal_race import signal_on_every_line
 
 EXIT_DEADLINE_S = 15.0
 LONG_POLLS = 4
@@ -149,3 +150,19 @@ def test_a_busy_server_stops_within_seconds_and_keeps_what_it_committed(
         silent.stop()
         server.kill()
         server.wait()
+
+
+def test_a_stop_signal_on_any_line_of_the_main_threads_wait_is_seen_and_never_hangs() -> None:
+    """The main thread waits on the stop Event between its checks; a handler that set it there
+    could wait on the Event's own lock, held by the thread it interrupted: `serve` would ignore
+    SIGTERM until SIGKILL. The signal lands on every line of that wait in turn."""
+    result = signal_on_every_line(
+        """
+        from lowcostgpu.api.server import _stop_signals
+        for k in range(1, 60):
+            with _stop_signals() as asked:
+                signal_at_line(k, asked.wait, asked.wait)
+        """
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "all woke"

@@ -12,6 +12,7 @@ import pytest
 from lowcostgpu.sdk.metadata import MetadataClient
 from lowcostgpu.sdk.notice import StopNotice
 from lowcostgpu.sdk.testing import FakeMetadata, ManualClock
+from signal_race import signal_on_every_line
 from waiting import wait_until
 
 
@@ -126,49 +127,16 @@ def test_watch_turns_a_risk_answer_into_one_early_save(metadata_server: FakeMeta
     wait_until(lambda: not notice.at_risk, what="the watcher to see the risk clear")
 
 
-SIGTERM_AT_EVERY_LINE_OF_A_WAIT = textwrap.dedent(
-    """
-    import os, signal, sys, threading
-    from lowcostgpu.sdk.notice import StopNotice
-
-    def sigterm_at_line(k):
-        notice = StopNotice().install()
-        seen = [0]
-
-        def lines(frame, event, arg):
-            if event == "line":
-                seen[0] += 1
-                if seen[0] == k:
-                    os.kill(os.getpid(), signal.SIGTERM)
-            return lines
-
-        def calls(frame, event, arg):
-            return lines if frame.f_code.co_filename == threading.__file__ else None
-
-        sys.settrace(calls)
-        try:
-            while seen[0] < k:
-                notice.wait(0.001)
-        finally:
-            sys.settrace(None)
-        assert notice.wait(10.0) and notice.reason == "SIGTERM", k
-
-    for k in range(1, 60):
-        sigterm_at_line(k)
-    print("all woke")
-    """
-)
-
-
 def test_a_sigterm_at_any_line_of_the_main_threads_wait_wakes_it_and_never_hangs() -> None:
-    """Python runs the handler between two bytecodes of the main thread, maybe while it holds
-    the wait's own lock: a handler that took that lock would hang the workload until SIGKILL
-    (seen once in CI: the drill timed out). The signal lands on every line of the wait in turn."""
-    result = subprocess.run(
-        [sys.executable, "-c", SIGTERM_AT_EVERY_LINE_OF_A_WAIT],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    """A handler that took the wait's own lock would hang the workload until SIGKILL (seen once
+    in CI: the pytorch drill timed out). The signal lands on every line of the wait in turn."""
+    result = signal_on_every_line(
+        """
+        from lowcostgpu.sdk.notice import StopNotice
+        for k in range(1, 60):
+            notice = StopNotice().install()
+            signal_at_line(k, notice.wait, lambda s: notice.wait(s) and notice.reason == "SIGTERM")
+        """
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "all woke"

@@ -36,6 +36,7 @@ from lowcostgpu.app.webhook_pool import WebhookPool
 from lowcostgpu.bootstrap.serve import ServeOptions, build, webhooks_of
 from lowcostgpu.bootstrap.wiring import Wired
 from lowcostgpu.domain.errors import ConfigError, Unavailable
+from lowcostgpu.sdk.signal_relay import SignalRelay
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
@@ -202,11 +203,18 @@ def _stop_signals() -> Iterator[threading.Event]:
         yield asked
         return
 
-    def on_signal(signum: int, _: FrameType | None) -> None:
-        if asked.is_set():
-            os._exit(128 + signum)  # asked twice: the operator wants it gone now
+    def stop(signum: int) -> None:
         log.warning("stopping (signal %d): within %.0f s", signum, STOP_DEADLINE_S)
         asked.set()
+
+    relay = SignalRelay(stop, "lowcostgpu-stop-signals")
+    received: list[int] = []  # appended by the handler: no lock (SignalRelay)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if received:
+            os._exit(128 + signum)  # asked twice: the operator wants it gone now
+        received.append(signum)
+        relay.handler(signum, frame)
 
     previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
@@ -214,6 +222,7 @@ def _stop_signals() -> Iterator[threading.Event]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        relay.close()
 
 
 def start(options: ServeOptions) -> Running:

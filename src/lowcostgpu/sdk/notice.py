@@ -3,10 +3,8 @@
 The handler only records the time and wakes a relay thread. Doing real work (saving a checkpoint)
 inside a signal handler would run it in the middle of an arbitrary bytecode of the training step;
 instead the loop finishes its step, sees the flag, checkpoints and exits well before the SIGKILL
-deadline. The handler takes no lock either: Python runs it on the main thread between two
-bytecodes, possibly while that thread holds the very lock it would take (`threading.Event.set`
-inside the main thread's own `Event.wait`), and the process would hang until the SIGKILL. So it
-writes one byte to a pipe, and a daemon thread turns that byte into the request.
+deadline. The handler takes no lock either (`SignalRelay`: a lock there could be the one the
+main thread holds, and the workload would hang until the SIGKILL).
 
 Before any notice, the metadata endpoint may say the instance is *at risk* (`{"action": "none",
 "risk": "next", "risk_since": ...}`: it is among the next an on-demand request would reclaim).
@@ -17,15 +15,15 @@ finds almost nothing to lose. The advice costs one save per episode, never a sto
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any, Protocol
+
+from lowcostgpu.sdk.signal_relay import SignalRelay
 
 log = logging.getLogger("lowcostgpu.sdk")
 
@@ -53,8 +51,7 @@ class StopNotice:
         self._installed = False
         self._request_lock = threading.Lock()
         self._signalled_at: float | None = None  # set by the handler only: no lock there
-        self._wake_fd: int | None = None  # the pipe's write end, once installed
-        self._pid = os.getpid()
+        self._relay: SignalRelay | None = None
         self._watcher: threading.Thread | None = None
         self._risk_lock = threading.Lock()
         self._risk_since: object = None  # the current risk episode (its `risk_since`), or None
@@ -106,21 +103,10 @@ class StopNotice:
                 "StopNotice.install() must run on the main thread (Python delivers signals "
                 "only there); call it before starting worker threads"
             )
-        read_fd, self._wake_fd = os.pipe()
-        os.set_blocking(self._wake_fd, False)
-        threading.Thread(
-            target=self._relay, args=(read_fd,), name="lowcostgpu-sigterm", daemon=True
-        ).start()
+        self._relay = SignalRelay(lambda _: self.request(SIGTERM_REASON), "lowcostgpu-sigterm")
         signal.signal(signal.SIGTERM, self._on_sigterm)
         self._installed = True
         return self
-
-    def _relay(self, read_fd: int) -> None:
-        """Turn the handler's byte into the request, off the signal handler."""
-        with contextlib.suppress(OSError):
-            os.read(read_fd, 1)
-        os.close(read_fd)
-        self.request(SIGTERM_REASON)
 
     @property
     def at_risk(self) -> bool:
@@ -149,15 +135,12 @@ class StopNotice:
         return due
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        """Lock-free: a plain assignment and a non-blocking write (see the module docstring).
-        A forked child (a DataLoader worker) inherits the handler but not the relay: it only
-        notes the time."""
+        """Lock-free: a plain assignment and the relay's write (see the module docstring)."""
         if self._signalled_at is not None:
             return
         self._signalled_at = self._clock()
-        if self._wake_fd is not None and os.getpid() == self._pid:
-            with contextlib.suppress(OSError):
-                os.write(self._wake_fd, b"\x00")
+        if self._relay is not None:
+            self._relay.handler(signum, frame)
 
     def watch(self, source: _InterruptionSource, interval_s: float = 5.0) -> None:
         """Also poll the metadata endpoint for a notice, in case SIGTERM does not reach us, and
