@@ -373,6 +373,10 @@ class Store(Protocol):
         """Every node that is not removed (or every one), by id, with its version."""
         ...
 
+    def node(self, node_id: str) -> StoredNode:
+        """One node (removed ones too), by its primary key; `NotFound` if there is none."""
+        ...
+
     def webhook_endpoints(self, account_id: str | None = None) -> list[WebhookEndpoint]:
         """Endpoints that are not deleted (of one account, or all), by id."""
         ...

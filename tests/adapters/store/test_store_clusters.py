@@ -92,9 +92,17 @@ def test_deleted_clusters_and_removed_nodes_are_listed_only_when_asked(store: St
     assert [n.state.id for n in store.nodes(cluster_id="c-2", include_removed=True)] == ["c-2-n1"]
     assert store.nodes(cluster_id="c-2") == []
     assert store.cluster("c-2").state.status is ClusterStatus.DELETED
+    assert store.node("c-2-n1").state == removed  # one node by its key, removed ones too
+    assert store.node("c-1-n2").version == 1
 
 
 def test_an_unknown_cluster_is_not_found_with_a_hint(store: Store) -> None:
     with pytest.raises(NotFound, match="no cluster c-404") as info:
         store.cluster("c-404")
     assert "list clusters" in (info.value.hint or "")
+
+
+def test_an_unknown_node_is_not_found_with_a_hint(store: Store) -> None:
+    with pytest.raises(NotFound, match="no node c-1-n404") as info:
+        store.node("c-1-n404")
+    assert "get the cluster" in (info.value.hint or "")

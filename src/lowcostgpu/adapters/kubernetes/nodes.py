@@ -384,8 +384,10 @@ class KubernetesNodes:
                 raise
 
     def _state(self, node_id: str) -> NodeState | None:
-        nodes = self.store.nodes(include_removed=True)
-        return next((n.state for n in nodes if n.state.id == node_id), None)
+        try:
+            return self.store.node(node_id).state
+        except NotFound:
+            return None
 
 
 def check_whole_host(node_id: str, node: Any, gpus: int) -> None:

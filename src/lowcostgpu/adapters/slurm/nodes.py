@@ -131,7 +131,7 @@ class SlurmNodes:
         check_id(cluster_id, "cluster id")
         with self._lock:
             if self.records.get(node_id) is None:
-                state = self._state(node_id, cluster_id)
+                state = self._state(node_id)
                 if state is not None and state.status is NodeStatus.REMOVED:
                     log.info("add of node %s: it has come and gone since", node_id)
                     return
@@ -375,7 +375,7 @@ class SlurmNodes:
         else (`reason` given: a kill or removal with no drain known) one ending now."""
         if record.drain is not None:
             return record
-        state = self._state(record.node_id, record.cluster_id)
+        state = self._state(record.node_id)
         if state is not None and state.deadline is not None:
             drain = Drain(state.deadline, state.drain_reason or "drained")
         elif reason is not None:
@@ -406,9 +406,11 @@ class SlurmNodes:
             )
         return info
 
-    def _state(self, node_id: str, cluster_id: str) -> NodeState | None:
-        nodes = self.store.nodes(cluster_id=cluster_id, include_removed=True)
-        return next((n.state for n in nodes if n.state.id == node_id), None)
+    def _state(self, node_id: str) -> NodeState | None:
+        try:
+            return self.store.node(node_id).state
+        except NotFound:
+            return None
 
 
 def check_whole_host(node_id: str, host: NodeInfo, gpus: int) -> None:

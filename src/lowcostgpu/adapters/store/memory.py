@@ -368,6 +368,13 @@ class MemoryStore:
         found.sort(key=lambda r: r["id"])
         return [cluster_rows.stored_node(r) for r in found]
 
+    def node(self, node_id: str) -> StoredNode:
+        with self._mutex:
+            row = self._nodes.get(node_id)
+        if row is None:
+            raise NotFound(f"no node {node_id}", hint="get the cluster to see its nodes")
+        return cluster_rows.stored_node(row)
+
     def webhook_endpoints(self, account_id: str | None = None) -> list[WebhookEndpoint]:
         with self._mutex:
             found = self._webhooks.endpoints.values()

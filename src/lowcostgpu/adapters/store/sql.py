@@ -283,6 +283,12 @@ class SqlStore:
         found = self._rows(q.order_by(self._text(t.nodes.c.id)))
         return [cluster_rows.stored_node(r) for r in found]
 
+    def node(self, node_id: str) -> StoredNode:
+        found = self._rows(sa.select(t.nodes).where(t.nodes.c.id == node_id))
+        if not found:
+            raise NotFound(f"no node {node_id}", hint="get the cluster to see its nodes")
+        return cluster_rows.stored_node(found[0])
+
     def pending_outbox(
         self, limit: int = 1000, *, due_at: Timestamp | None = None
     ) -> list[OutboxEntry]:
