@@ -1,8 +1,9 @@
 """`lowcostgpu serve`: the control plane on this machine — store, runtime, loop and API.
 
 The runtime is the local one (process groups on this machine), Kubernetes (`--runtime
-kubernetes --kubeconfig FILE`: instances are pods, cluster nodes are Node objects; see
-docs/kubernetes.md) or Slurm (`--runtime slurm --slurm-conf FILE`: a run is a Slurm job in
+kubernetes --kubeconfig FILE`, or one `--kube-region REGION=FILE` per region: instances are
+pods, cluster nodes are the GPU hosts' own Nodes; see docs/kubernetes.md and
+`bootstrap.kubernetes`) or Slurm (`--runtime slurm --slurm-conf FILE`: a run is a Slurm job in
 lowcostgpu's partition, its records and the volumes on a shared filesystem; see docs/slurm.md)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +29,13 @@ from lowcostgpu.app.loop import ReconcileLoop
 from lowcostgpu.app.plane import PlaneConfig
 from lowcostgpu.app.webhooks import WebhookPolicy, Webhooks
 from lowcostgpu.bootstrap import token_keys
+from lowcostgpu.bootstrap.kubernetes import (
+    KubeClusters,
+    KubeOptions,
+    kube_hosts_of,
+    kube_runtime_of,
+)
+from lowcostgpu.bootstrap.kubernetes import connect as connect_kubernetes
 from lowcostgpu.bootstrap.listen import check_listen
 from lowcostgpu.bootstrap.wiring import Wired, wire
 from lowcostgpu.core.metering import check_interval
@@ -37,9 +46,7 @@ from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.runtime import Runtime, Volumes
 from lowcostgpu.ports.store import Store
 
-if TYPE_CHECKING:  # the kubernetes client is imported only when --runtime kubernetes is used
-    from lowcostgpu.adapters.kubernetes import Kube
-    from lowcostgpu.adapters.kubernetes.names import KubeNames
+if TYPE_CHECKING:
     from lowcostgpu.adapters.slurm import Slurm
     from lowcostgpu.domain.capacity import Host
     from lowcostgpu.domain.catalog import Catalog
@@ -62,6 +69,7 @@ class ServeOptions:
     webhook_policy: WebhookPolicy = field(default_factory=WebhookPolicy)
     runtime: str = "local"  # local | kubernetes | slurm
     kubeconfig: Path | None = None  # kubernetes: None is $KUBECONFIG or ~/.kube/config
+    kube_regions: tuple[str, ...] = ()  # kubernetes: REGION=KUBECONFIG each, not --kubeconfig
     namespace: str = "default"  # kubernetes: where instance pods and volume claims live
     image: str | None = None  # kubernetes: the workload container image
     slurm_conf: Path | None = None  # slurm: None is $SLURM_CONF or Slurm's default
@@ -85,6 +93,20 @@ class ServeOptions:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def kube(self) -> KubeOptions:
+        return KubeOptions(
+            kubeconfig=self.kubeconfig,
+            kube_regions=self.kube_regions,
+            namespace=self.namespace,
+            image=self.image,
+            fleet_from_kubernetes=self.fleet_from_kubernetes,
+            region=self.region,
+            label_prefix=self.kube_label_prefix,
+            preemptible_taint=self.kube_preemptible_taint,
+            event_reason=self.kube_event_reason,
+        )
 
 
 def prepare_data_dir(path: Path) -> Path:
@@ -118,22 +140,21 @@ def webhooks_of(options: ServeOptions, wired: Wired) -> Webhooks:
     return Webhooks(wired.plane.store, sender, wired.plane.clock, options.webhook_policy)
 
 
-def connect(options: ServeOptions) -> Kube | None:
-    """The Kubernetes API server of `--runtime kubernetes`, reached now: a bad kubeconfig or an
+def connect(options: ServeOptions) -> KubeClusters | None:
+    """The Kubernetes clusters of `--runtime kubernetes`, reached now: a bad kubeconfig or an
     unreachable server is a clear error at start, before any state is written."""
     if options.runtime in ("local", "slurm"):
+        if options.kube_regions:
+            raise ConfigError(
+                "--kube-region needs --runtime kubernetes", hint="leave out --kube-region"
+            )
         return None
     if options.runtime != "kubernetes":
         raise ConfigError(
             f"unknown runtime {options.runtime!r}",
             hint="use --runtime local, kubernetes or slurm",
         )
-    from lowcostgpu.adapters.kubernetes import Kube
-
-    kube = Kube.from_kubeconfig(options.kubeconfig)
-    kube.eviction_version()
-    kube.check_namespace(options.namespace)
-    return kube
+    return connect_kubernetes(options.kube)
 
 
 SLURM_DEFAULT_CONF = Path("/etc/slurm/slurm.conf")
@@ -166,48 +187,18 @@ def connect_slurm(options: ServeOptions) -> Slurm | None:
     return slurm
 
 
-def kube_names(options: ServeOptions) -> KubeNames:
-    """The names on Nodes (`--kube-label-prefix`, `--kube-preemptible-taint`,
-    `--kube-event-reason`); a bad one is a ConfigError saying how to write it."""
-    from lowcostgpu.adapters.kubernetes.names import KubeNames, parse_taint
-
-    taint = options.kube_preemptible_taint
-    return KubeNames(
-        prefix=options.kube_label_prefix,
-        preempted_reason=options.kube_event_reason,
-        preemptible_taint=parse_taint(taint) if taint else None,
-    )
-
-
-def kube_hosts_of(
-    options: ServeOptions, catalog: Catalog, kube: Kube, hosts: list[Host]
-) -> list[Host]:
-    """The fleet on Kubernetes: the fleet file's hosts checked against the cluster's Nodes (a
-    clear error on a disagreement, see `adapters.kubernetes.fleet`), or the labelled Nodes."""
-    from lowcostgpu.adapters.kubernetes.fleet import check_fleet, fleet_from_kubernetes, gpu_nodes
-
-    names = kube_names(options)
-    nodes = gpu_nodes(kube)
-    if options.fleet_from_kubernetes:
-        return fleet_from_kubernetes(nodes, catalog, names, options.region, kube.server)
-    for region in sorted({h.pool.region for h in hosts}):
-        for warning in check_fleet(hosts, nodes, names, region, kube.server):
-            log.warning("%s", warning)
-    return hosts
-
-
 def hosts_of(
     options: ServeOptions,
     catalog: Catalog,
     slurm: Slurm | None,
     hosts: list[Host],
-    kube: Kube | None = None,
+    kube: KubeClusters | None = None,
 ) -> list[Host]:
     """The fleet: the fleet file's hosts; on Slurm checked against the partition's nodes (a
     clear error on a disagreement, see `adapters.slurm.fleet`), or taken from them; the same on
     Kubernetes against its Nodes."""
     if kube is not None:
-        return kube_hosts_of(options, catalog, kube, hosts)
+        return kube_hosts_of(options.kube, catalog, kube, hosts)
     if slurm is None:
         return hosts
     from lowcostgpu.adapters.slurm.fleet import check_fleet, fleet_from_slurm, partition_nodes
@@ -279,10 +270,10 @@ def runtime_of(
     options: ServeOptions,
     data_dir: Path,
     store: Store,
-    kube: Kube | None,
+    kube: KubeClusters | None,
     sandbox: SandboxPolicy | None = None,
     slurm: Slurm | None = None,
-    host_ids: tuple[str, ...] = (),
+    hosts: Sequence[Host] = (),
 ) -> tuple[Runtime, Volumes, NodeProvider | None]:
     """The runtime, volumes and node provider `--runtime` names."""
     if slurm is not None:
@@ -290,15 +281,7 @@ def runtime_of(
     if kube is None:
         local = LocalRuntime(data_dir / "runtime", sandbox=sandbox)
         return local, LocalVolumes(data_dir), None
-    from lowcostgpu.adapters.kubernetes import KubernetesNodes, KubernetesRuntime, KubernetesVolumes
-    from lowcostgpu.adapters.kubernetes.runtime import DEFAULT_IMAGE
-
-    nodes = KubernetesNodes(
-        kube, store, names=kube_names(options), plane=options.namespace, hosts=host_ids
-    )
-    image = options.image or DEFAULT_IMAGE
-    runtime = KubernetesRuntime(kube, namespace=options.namespace, image=image, nodes=nodes)
-    return runtime, KubernetesVolumes(kube, namespace=options.namespace), nodes
+    return kube_runtime_of(options.kube, store, kube, hosts)
 
 
 def _slurm_runtime(
@@ -363,8 +346,7 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
     sandbox = sandbox_of(options)
     data_dir = prepare_data_dir(options.data_dir)
     store = SqlStore.open(options.db or f"sqlite:///{data_dir / 'lowcostgpu.db'}")
-    host_ids = tuple(h.id for h in hosts)
-    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube, sandbox, slurm, host_ids)
+    runtime, volumes, nodes = runtime_of(options, data_dir, store, kube, sandbox, slurm, hosts)
     wired = wire(
         store=store,
         runtime=runtime,
@@ -385,10 +367,8 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
         ),
     )
     wired.plane.standby = True  # until the loop holds the store's lead
-    if kube is not None:  # observe from a watch; a changed pod wakes the loop at once
-        from lowcostgpu.adapters.kubernetes import KubernetesRuntime
-
-        assert isinstance(runtime, KubernetesRuntime)
-        runtime.watch(on_change=wired.plane.wake.set)
+    watch = getattr(runtime, "watch", None)  # Kubernetes: observe from watches, one per cluster
+    if watch is not None:  # a changed pod wakes the loop at once
+        watch(on_change=wired.plane.wake.set)
     loop = ReconcileLoop(wired.plane, owner=f"{socket.gethostname()}:{os.getpid()}")
     return wired, loop, runtime

@@ -140,6 +140,14 @@ def serve(
     kubeconfig: Annotated[
         Path | None, typer.Option(help="kubernetes: kubeconfig file (default: $KUBECONFIG)")
     ] = None,
+    kube_region: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="REGION=KUBECONFIG",
+            help="kubernetes: REGION=KUBECONFIG, once per region: one control plane over "
+            "several clusters, each pool in its region's (instead of --kubeconfig)"
+        ),
+    ] = None,
     namespace: Annotated[
         str, typer.Option(help="kubernetes: namespace of instance pods and volume claims")
     ] = "default",
@@ -243,7 +251,8 @@ def serve(
         data_dir, db, fleet, catalog, host, port, metering_interval_s, admin_key,
         allow_private_webhooks=allow_private_webhooks,
         webhook_policy=WebhookPolicy(first_backoff_s=webhook_backoff_s),
-        runtime=runtime, kubeconfig=kubeconfig, namespace=namespace, image=image,
+        runtime=runtime, kubeconfig=kubeconfig, kube_regions=tuple(kube_region or ()),
+        namespace=namespace, image=image,
         slurm_conf=slurm_conf, partition=partition, slurm_shared_dir=slurm_shared_dir,
         fleet_from_slurm=fleet_from_slurm, region=region, slurm_gpu_type=slurm_gpu_type,
         victim_policy=victim_policy, min_runtime_s=min_runtime_s,

@@ -141,6 +141,13 @@ class KubernetesRuntime:
                 self._cache.forget(pod.metadata.name)
         self._delete(self.kube.core.delete_namespaced_secret, pod_name(allocation_id))
 
+    def holds(self, allocation_id: str) -> bool:
+        """Whether this cluster holds the allocation: its pod, or a host Node as a cluster node
+        (`regions.RegionalRuntime` asks, after a restart). Cost: one or two reads."""
+        if self._pod(allocation_id) is not None:
+            return True
+        return self.nodes is not None and self.nodes.node_of(allocation_id) is not None
+
     def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:
         check_allocation_id(allocation_id)
         name = pod_name(allocation_id)
