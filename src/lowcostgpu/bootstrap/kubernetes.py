@@ -1,5 +1,6 @@
-"""`serve --runtime kubernetes`: one cluster for the whole fleet (`--kubeconfig`), or one per
-region (`--kube-region REGION=KUBECONFIG`, repeated; `adapters.kubernetes.regions` routes).
+"""`serve --runtime kubernetes`: one cluster for the whole fleet (`--kubeconfig`, or
+`--in-cluster` from a pod of that cluster), or one per region (`--kube-region REGION=KUBECONFIG`,
+repeated; `adapters.kubernetes.regions` routes).
 
 Everything here runs once, at start, before any state is written: a bad kubeconfig, a server
 that does not answer, a namespace that is not there or a fleet that disagrees with the cluster
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from lowcostgpu.domain.catalog import Catalog
 
 log = logging.getLogger(__name__)
+# Where the kubelet mounts a pod's ServiceAccount token and the cluster's CA.
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,8 @@ class KubeOptions:
 
     kubeconfig: Path | None = None  # None: $KUBECONFIG or ~/.kube/config
     kube_regions: tuple[str, ...] = ()  # REGION=KUBECONFIG each; instead of kubeconfig
+    in_cluster: bool = False  # the cluster this server runs in, as its pod's ServiceAccount
+    service_account_dir: Path = SERVICE_ACCOUNT_DIR  # in_cluster: its token and CA
     namespace: str = "default"
     image: str | None = None
     fleet_from_kubernetes: bool = False
@@ -84,12 +89,25 @@ def connect(options: KubeOptions) -> KubeClusters:
     from lowcostgpu.adapters.kubernetes import Kube
 
     regions = parse_kube_regions(options.kube_regions)
-    if regions and options.kubeconfig is not None:
-        raise ConfigError(
-            "--kubeconfig and --kube-region were both given",
-            hint="give --kubeconfig for one cluster serving every region, or one --kube-region "
-            "REGION=KUBECONFIG per region",
+    given = [
+        flag
+        for flag, on in (
+            ("--kubeconfig", options.kubeconfig is not None),
+            ("--kube-region", bool(regions)),
+            ("--in-cluster", options.in_cluster),
         )
+        if on
+    ]
+    if len(given) > 1:
+        raise ConfigError(
+            f"{' and '.join(given)} were both given",
+            hint="give one: --kubeconfig (one cluster for every region), one --kube-region "
+            "REGION=KUBECONFIG per region, or --in-cluster (the cluster this pod runs in)",
+        )
+    if options.in_cluster:
+        account = options.service_account_dir
+        kube = Kube.in_cluster(token_file=account / "token", ca_file=account / "ca.crt")
+        return KubeClusters(single=_reached(kube, options))
     if not regions:
         return KubeClusters(single=_reached(Kube.from_kubeconfig(options.kubeconfig), options))
     return KubeClusters(

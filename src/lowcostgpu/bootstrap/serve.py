@@ -30,6 +30,7 @@ from lowcostgpu.app.plane import PlaneConfig
 from lowcostgpu.app.webhooks import WebhookPolicy, Webhooks
 from lowcostgpu.bootstrap import token_keys
 from lowcostgpu.bootstrap.kubernetes import (
+    SERVICE_ACCOUNT_DIR,
     KubeClusters,
     KubeOptions,
     kube_hosts_of,
@@ -70,6 +71,8 @@ class ServeOptions:
     runtime: str = "local"  # local | kubernetes | slurm
     kubeconfig: Path | None = None  # kubernetes: None is $KUBECONFIG or ~/.kube/config
     kube_regions: tuple[str, ...] = ()  # kubernetes: REGION=KUBECONFIG each, not --kubeconfig
+    in_cluster: bool = False  # kubernetes: the cluster this pod runs in (its ServiceAccount)
+    service_account_dir: Path = SERVICE_ACCOUNT_DIR  # --in-cluster: the token and CA's folder
     namespace: str = "default"  # kubernetes: where instance pods and volume claims live
     image: str | None = None  # kubernetes: the workload container image
     slurm_conf: Path | None = None  # slurm: None is $SLURM_CONF or Slurm's default
@@ -99,6 +102,8 @@ class ServeOptions:
         return KubeOptions(
             kubeconfig=self.kubeconfig,
             kube_regions=self.kube_regions,
+            in_cluster=self.in_cluster,
+            service_account_dir=self.service_account_dir,
             namespace=self.namespace,
             image=self.image,
             fleet_from_kubernetes=self.fleet_from_kubernetes,
@@ -144,10 +149,9 @@ def connect(options: ServeOptions) -> KubeClusters | None:
     """The Kubernetes clusters of `--runtime kubernetes`, reached now: a bad kubeconfig or an
     unreachable server is a clear error at start, before any state is written."""
     if options.runtime in ("local", "slurm"):
-        if options.kube_regions:
-            raise ConfigError(
-                "--kube-region needs --runtime kubernetes", hint="leave out --kube-region"
-            )
+        if options.kube_regions or options.in_cluster:
+            flag = "--kube-region" if options.kube_regions else "--in-cluster"
+            raise ConfigError(f"{flag} needs --runtime kubernetes", hint=f"leave out {flag}")
         return None
     if options.runtime != "kubernetes":
         raise ConfigError(

@@ -145,9 +145,17 @@ def serve(
         typer.Option(
             metavar="REGION=KUBECONFIG",
             help="kubernetes: REGION=KUBECONFIG, once per region: one control plane over "
-            "several clusters, each pool in its region's (instead of --kubeconfig)"
+            "several clusters, each pool in its region's (instead of --kubeconfig)",
         ),
     ] = None,
+    in_cluster: Annotated[
+        bool,
+        typer.Option(
+            "--in-cluster",
+            help="kubernetes: drive the cluster this pod runs in, as its ServiceAccount "
+            "(deploy/kubernetes; instead of --kubeconfig)",
+        ),
+    ] = False,
     namespace: Annotated[
         str, typer.Option(help="kubernetes: namespace of instance pods and volume claims")
     ] = "default",
@@ -252,7 +260,7 @@ def serve(
         allow_private_webhooks=allow_private_webhooks,
         webhook_policy=WebhookPolicy(first_backoff_s=webhook_backoff_s),
         runtime=runtime, kubeconfig=kubeconfig, kube_regions=tuple(kube_region or ()),
-        namespace=namespace, image=image,
+        in_cluster=in_cluster, namespace=namespace, image=image,
         slurm_conf=slurm_conf, partition=partition, slurm_shared_dir=slurm_shared_dir,
         fleet_from_slurm=fleet_from_slurm, region=region, slurm_gpu_type=slurm_gpu_type,
         victim_policy=victim_policy, min_runtime_s=min_runtime_s,

@@ -148,9 +148,11 @@ def test_scheduler_puts_a_tolerating_gpu_pod_on_the_preemptible_host_and_serve_d
     world.plane.tick()
     (standard,) = world.node_names(c, "standard")
     (preemptible,) = world.node_names(c, "preemptible")
+    created = time.monotonic()
     customer_pod(world, "train-0", preemptible=True)
     customer_pod(world, "web-0", preemptible=False, app="web")  # no toleration
     assert wait_until(lambda: running_on(world, "train-0"), what="train-0 running") == preemptible
+    print(f"train-0 scheduled and Running {time.monotonic() - created:.2f} s after its create")
     assert wait_until(lambda: running_on(world, "web-0"), what="web-0 running") == standard
 
     # serve is down: nothing of ours runs for longer than the node monitor's grace; the kubelets
@@ -175,6 +177,7 @@ def test_reclaim_evicts_via_a_permissive_pdb_then_the_host_runs_on_demand_then_r
     wait_until(lambda: running_on(world, "train-0"), what="train-0 running")
     wait_until(lambda: disruptions_allowed(world, "train") == 1, what="the PDB's status")
 
+    reclaimed = time.monotonic()
     od = world.on_demand(8)  # only the preemptible node's host is free: reclaim it
     world.plane.tick()
     n = world.node(host)
@@ -182,10 +185,15 @@ def test_reclaim_evicts_via_a_permissive_pdb_then_the_host_runs_on_demand_then_r
     deadline = int(n.metadata.annotations[world.names.drain_deadline])
     # the eviction passes at once (the PDB allows it): the pod goes long before the deadline
     wait_until(lambda: pod(world, "train-0") is None, what="train-0 evicted")
+    gone = time.monotonic() - reclaimed
     tick_until(world, lambda: world.cluster_of(host) is None, what="the host back in the pool")
+    back = time.monotonic() - reclaimed
     assert time.time() < deadline  # by the kubelet's word that the pod is gone, not the deadline
     tick_until(world, lambda: world.store.instance(od).state.status is InstanceStatus.RUNNING,
                what="the on-demand instance running on the hollow kubelet")  # fmt: skip
+    running = time.monotonic() - reclaimed
+    print(f"reclaim: pod gone {gone:.2f} s, host in the pool {back:.2f} s, on-demand Running "
+          f"{running:.2f} s")  # fmt: skip
     (instance_pod,) = [p for p in world.pods().values() if p.spec.node_name == host]
     assert instance_pod.status.phase == "Running"  # admitted and run by the real kubelet
 
