@@ -13,10 +13,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from lowcostgpu.api.context import AccountId, Ctx
+from lowcostgpu.api.context import AccountId, ApiContext, Ctx
 from lowcostgpu.api.models_input import MAX_INT64
 from lowcostgpu.app.clusters import ClusterRequest, ClusterView
-from lowcostgpu.core.nodes import NodeState, node_labels, node_taints
+from lowcostgpu.core.nodes import NodeNaming, NodeState, node_labels, node_taints
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
 # No count is stored beyond a signed 64-bit integer (`MAX_INT64`); the plane bounds them further
@@ -79,7 +79,7 @@ class NodeOut(BaseModel):
     drain_reason: str | None
 
     @classmethod
-    def of(cls, node: NodeState) -> NodeOut:
+    def of(cls, node: NodeState, naming: NodeNaming) -> NodeOut:
         return cls(
             id=node.id,
             compute_class=node.capacity_class.compute_class_label,
@@ -87,8 +87,11 @@ class NodeOut(BaseModel):
             gpus=node.gpus,
             host_id=node.host_id,
             gpu_indices=list(node.gpu_indices),
-            labels=node_labels(node),
-            taints=[TaintOut(key=t.key, value=t.value, effect=t.effect) for t in node_taints(node)],
+            labels=node_labels(node, naming),
+            taints=[
+                TaintOut(key=t.key, value=t.value, effect=t.effect)
+                for t in node_taints(node, naming)
+            ],
             started_at=node.started_at,
             notice_at=node.notice_at,
             deadline=node.deadline,
@@ -112,7 +115,7 @@ class ClusterOut(BaseModel):
     nodes: list[NodeOut]
 
     @classmethod
-    def of(cls, view: ClusterView) -> ClusterOut:
+    def of(cls, view: ClusterView, naming: NodeNaming) -> ClusterOut:
         c = view.cluster
         return cls(
             id=c.id,
@@ -127,8 +130,13 @@ class ClusterOut(BaseModel):
             target_met=c.target_met,
             grace_period_s=c.spec.grace_period_s,
             created_at=c.created_at,
-            nodes=[NodeOut.of(n) for n in sorted(view.nodes, key=lambda n: n.id)],
+            nodes=[NodeOut.of(n, naming) for n in sorted(view.nodes, key=lambda n: n.id)],
         )
+
+
+def _naming(ctx: ApiContext) -> NodeNaming:
+    """The node labels and taint this server's runtime writes (Kubernetes: the operator's)."""
+    return ctx.plane.config.node_naming
 
 
 @router.post("", status_code=201)
@@ -142,7 +150,7 @@ def create_cluster(body: ClusterIn, ctx: Ctx, account_id: AccountId) -> ClusterO
         region=body.region,
         grace_period_s=body.grace_period_s,
     )
-    return ClusterOut.of(ctx.plane.clusters.create_cluster(request))
+    return ClusterOut.of(ctx.plane.clusters.create_cluster(request), _naming(ctx))
 
 
 @router.get("")
@@ -156,12 +164,14 @@ def list_clusters(
     """The caller's clusters; `id_prefix` is what the CLI resolves a short id (`c-3f`) by.
     O(the account's clusters and their nodes): an account has few clusters."""
     views = ctx.plane.clusters.list_clusters(account_id)
-    return [ClusterOut.of(v) for v in views if v.cluster.id.startswith(id_prefix or "")]
+    return [
+        ClusterOut.of(v, _naming(ctx)) for v in views if v.cluster.id.startswith(id_prefix or "")
+    ]
 
 
 @router.get("/{cluster_id}")
 def get_cluster(cluster_id: str, ctx: Ctx, account_id: AccountId) -> ClusterOut:
-    return ClusterOut.of(ctx.plane.clusters.get_cluster(cluster_id, account_id))
+    return ClusterOut.of(ctx.plane.clusters.get_cluster(cluster_id, account_id), _naming(ctx))
 
 
 @router.patch("/{cluster_id}")
@@ -169,12 +179,12 @@ def update_target(cluster_id: str, body: TargetIn, ctx: Ctx, account_id: Account
     view = ctx.plane.clusters.update_cluster_target(
         cluster_id, body.desired_preemptible_gpus, account_id
     )
-    return ClusterOut.of(view)
+    return ClusterOut.of(view, _naming(ctx))
 
 
 @router.delete("/{cluster_id}")
 def delete_cluster(cluster_id: str, ctx: Ctx, account_id: AccountId) -> ClusterOut:
-    return ClusterOut.of(ctx.plane.clusters.delete_cluster(cluster_id, account_id))
+    return ClusterOut.of(ctx.plane.clusters.delete_cluster(cluster_id, account_id), _naming(ctx))
 
 
 @router.post(

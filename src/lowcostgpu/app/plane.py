@@ -59,6 +59,7 @@ from lowcostgpu.core.lifecycle import (
     StopRequested,
 )
 from lowcostgpu.core.metering import MeterKey, UsageRecord
+from lowcostgpu.core.nodes import DEFAULT_NAMING, NodeNaming
 from lowcostgpu.core.retries import RetryPolicy
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Host, PoolKey, Timestamp
@@ -96,6 +97,8 @@ class PlaneConfig:
     # The operator's option: a reclaim credits the work it destroyed since the instance's last
     # reported checkpoint (`core.credits`, written when the drained run ends: `app.billing`).
     credit_lost_work: bool = False
+    # The label keys and taint the API shows on cluster nodes (Kubernetes: the operator's).
+    node_naming: NodeNaming = DEFAULT_NAMING
 
 
 class ControlPlane:

@@ -34,12 +34,14 @@ from lowcostgpu.bootstrap.kubernetes import (
     KubeClusters,
     KubeOptions,
     kube_hosts_of,
+    kube_names,
     kube_runtime_of,
 )
 from lowcostgpu.bootstrap.kubernetes import connect as connect_kubernetes
 from lowcostgpu.bootstrap.listen import check_listen
 from lowcostgpu.bootstrap.wiring import Wired, wire
 from lowcostgpu.core.metering import check_interval
+from lowcostgpu.core.nodes import DEFAULT_NAMING
 from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.errors import ConfigError, InvalidRequest
@@ -368,6 +370,7 @@ def build(options: ServeOptions) -> tuple[Wired, ReconcileLoop, Runtime]:
             # a Slurm partition holds whole nodes; kube-scheduler places pods on whole Nodes
             whole_host_nodes=slurm is not None or kube is not None,
             credit_lost_work=options.credit_lost_work,
+            node_naming=kube_names(options.kube).naming if kube is not None else DEFAULT_NAMING,
         ),
     )
     wired.plane.standby = True  # until the loop holds the store's lead

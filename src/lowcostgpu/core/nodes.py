@@ -78,6 +78,19 @@ PREEMPTIBLE_TAINT: Final = Taint("lowcostgpu.io/preemptible", "true", "NoSchedul
 
 
 @dataclass(frozen=True, slots=True)
+class NodeNaming:
+    """The label keys and the taint a cluster node carries, as its users see them (the API's
+    view of a node); on Kubernetes the operator chooses them (`KubeNames.naming`)."""
+
+    cluster_label: str = CLUSTER_LABEL
+    compute_class_label: str = COMPUTE_CLASS_LABEL
+    preemptible_taint: Taint = PREEMPTIBLE_TAINT
+
+
+DEFAULT_NAMING: Final = NodeNaming()
+
+
+@dataclass(frozen=True, slots=True)
 class NodeState:
     """A cluster node. GPU billing runs from `started_at` (ready) to `billed_until` (the notice).
 
@@ -183,16 +196,16 @@ def allocation_of_node(node: NodeState) -> Allocation:
     )
 
 
-def node_labels(node: NodeState) -> dict[str, str]:
+def node_labels(node: NodeState, naming: NodeNaming = DEFAULT_NAMING) -> dict[str, str]:
     return {
-        COMPUTE_CLASS_LABEL: node.capacity_class.compute_class_label,
-        CLUSTER_LABEL: node.cluster_id,
+        naming.compute_class_label: node.capacity_class.compute_class_label,
+        naming.cluster_label: node.cluster_id,
     }
 
 
-def node_taints(node: NodeState) -> tuple[Taint, ...]:
+def node_taints(node: NodeState, naming: NodeNaming = DEFAULT_NAMING) -> tuple[Taint, ...]:
     """Preemptible nodes are tainted so that only pods that tolerate preemption land there."""
-    return (PREEMPTIBLE_TAINT,) if node.preemptible else ()
+    return (naming.preemptible_taint,) if node.preemptible else ()
 
 
 def convert_node_class(node: NodeState, new_class: CapacityClass) -> NoReturn:

@@ -20,7 +20,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Final
 
-from lowcostgpu.core.nodes import Taint
+from lowcostgpu.core.nodes import NodeNaming, Taint
 from lowcostgpu.domain.errors import ConfigError
 
 DEFAULT_PREFIX: Final = "lowcostgpu.io"
@@ -87,6 +87,11 @@ class KubeNames:
     def taint(self) -> Taint:
         """The preemptible nodes' taint: only pods that tolerate preemption land there."""
         return self.preemptible_taint or Taint(self.key("preemptible"), "true", "NoSchedule")
+
+    @property
+    def naming(self) -> NodeNaming:
+        """The labels and taint as the API shows them on a cluster's nodes."""
+        return NodeNaming(self.cluster_label, self.compute_class_label, self.taint)
 
     @property
     def draining_taint(self) -> Taint:
