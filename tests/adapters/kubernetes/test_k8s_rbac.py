@@ -3,7 +3,8 @@ exactly that file's roles, not as the admin (system:masters) of the other tests:
 cluster-node story (roles; a reclaim's drain of a user's pods in their own namespace, with its
 Events; a PDB held until the deadline; a pending pod's Warning), an instance's pod and Secret, the
 server's start checks and a volume claim all work with those rights, no call on the way is
-refused, and what the file says is never granted is refused.
+refused, and what the file says is never granted is refused, as are the rights the code never
+uses (the file grants exactly what it calls).
 
 The file's objects are created by the admin with the test's namespaces in place of
 `lowcostgpu-system` and `lowcostgpu-workloads`, and a per-test suffix on the cluster-scoped
@@ -269,8 +270,10 @@ def events_of(kube: Kube, namespace: str, name: str) -> list[Any]:
 
 
 # What rbac.yaml never grants (refused), and beside it what it does (allowed), so that a token
-# which has no rights at all cannot pass. (verb, group, resource, subresource, namespace, name);
-# "SYSTEM", "WORKLOADS" and "USER" stand for the test's namespaces.
+# which has no rights at all cannot pass. The file grants only what the code calls: the refused
+# rows after the first block are rights it once had and the code never used (a later widening
+# fails here). (verb, group, resource, subresource, namespace, name); "SYSTEM", "WORKLOADS" and
+# "USER" stand for the test's namespaces.
 ACCESS: list[tuple[bool, str, str, str, str, str, str]] = [
     (False, "create", "", "nodes", "", "", ""),
     (False, "delete", "", "nodes", "", "", ""),
@@ -289,14 +292,36 @@ ACCESS: list[tuple[bool, str, str, str, str, str, str]] = [
     (False, "create", "", "events", "", "kube-system", ""),
     (False, "list", "", "namespaces", "", "", ""),
     (False, "get", "", "namespaces", "", "SYSTEM", "SYSTEM"),
+    # unused by the code, so not granted: Nodes are read and merge-patched, never watched or PUT
+    (False, "watch", "", "nodes", "", "", ""),
+    (False, "update", "", "nodes", "", "", ""),
+    (False, "watch", "", "pods", "", "", ""),  # the only pod watch is the workloads namespace's
+    (False, "watch", "", "pods", "", "USER", ""),
+    (False, "get", "policy", "poddisruptionbudgets", "", "USER", ""),  # the Eviction API's
+    (False, "list", "policy", "poddisruptionbudgets", "", "", ""),
+    (False, "patch", "events.k8s.io", "events", "", "kube-system", ""),  # created once
+    (False, "patch", "events.k8s.io", "events", "", "USER", ""),
+    (False, "get", "", "secrets", "", "WORKLOADS", ""),  # the kubelet reads them, not the server
+    (False, "list", "", "secrets", "", "WORKLOADS", ""),
+    (False, "patch", "", "secrets", "", "WORKLOADS", ""),
+    (False, "list", "", "persistentvolumeclaims", "", "WORKLOADS", ""),  # read by name
     (True, "patch", "", "nodes", "", "", ""),
     (True, "get", "", "nodes", "", "", ""),
+    (True, "list", "", "nodes", "", "", ""),
+    (True, "get", "", "pods", "", "USER", ""),
     (True, "delete", "", "pods", "", "USER", ""),
     (True, "list", "", "pods", "", "", ""),
     (True, "create", "", "pods", "eviction", "USER", ""),
     (True, "create", "", "pods", "", "WORKLOADS", ""),
+    (True, "watch", "", "pods", "", "WORKLOADS", ""),
+    (True, "patch", "", "pods", "", "WORKLOADS", ""),
+    (True, "get", "", "pods", "log", "WORKLOADS", ""),
     (True, "create", "", "secrets", "", "WORKLOADS", ""),
+    (True, "delete", "", "secrets", "", "WORKLOADS", ""),
+    (True, "get", "", "persistentvolumeclaims", "", "WORKLOADS", ""),
+    (True, "patch", "", "persistentvolumeclaims", "", "WORKLOADS", ""),
     (True, "create", "events.k8s.io", "events", "", "kube-system", ""),
+    (True, "create", "events.k8s.io", "events", "", "USER", ""),
     (True, "get", "", "namespaces", "", "WORKLOADS", "WORKLOADS"),
 ]
 
@@ -347,6 +372,7 @@ def test_refused_writes_are_forbidden_naming_the_rights(deployed: Deployed) -> N
         ),
         "a Secret in a user's namespace": (core.create_namespaced_secret, deployed.user, secret),
         "reading kube-system's Secrets": (core.list_namespaced_secret, "kube-system"),
+        "reading the runs' own Secrets": (core.list_namespaced_secret, deployed.workloads),
     }
     for what, (fn, *args) in attempts.items():
         with pytest.raises(Forbidden) as refused:
