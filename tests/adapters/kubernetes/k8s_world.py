@@ -98,23 +98,7 @@ class K8sWorld:
 
     def user_pod(self, node: str, name: str, grace_s: int, **labels: str) -> None:
         """A user's pod bound to `node` (no scheduler runs), tolerating preemption."""
-        taint = self.names.taint
-        toleration = {"key": taint.key, "operator": "Exists", "effect": taint.effect}
-        body = {
-            "metadata": {"name": name, "labels": labels or {"app": "train"}},
-            "spec": {
-                "nodeName": node,
-                "terminationGracePeriodSeconds": grace_s,
-                "tolerations": [toleration],
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "trainer",
-                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                    }
-                ],
-            },
-        }
+        body = user_pod_body(self.names, node, name, grace_s, labels or {"app": "train"})
         self.kube.core.create_namespaced_pod(self.namespace, body)
 
     def pods(self) -> dict[str, Any]:
@@ -125,3 +109,20 @@ class K8sWorld:
     def node(self, name: str) -> Any | None:
         found = self.kube.core.list_node(field_selector=f"metadata.name={name}").items
         return found[0] if found else None
+
+
+def user_pod_body(
+    names: KubeNames, node: str, name: str, grace_s: int, labels: dict[str, str]
+) -> dict[str, Any]:
+    """A user's pod bound to `node` (no scheduler runs), tolerating preemption, one GPU."""
+    taint = names.taint
+    toleration = {"key": taint.key, "operator": "Exists", "effect": taint.effect}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": grace_s,
+            "tolerations": [toleration],
+            "containers": [{"name": "c", "image": "trainer", "resources": GPU_LIMIT}],
+        },
+    }

@@ -195,8 +195,8 @@ def translate(exc: ApiException, what: str) -> LowcostgpuError:
         return Forbidden(
             message,
             hint="grant the kubeconfig's user the rights of deploy/kubernetes/rbac.yaml (nodes: "
-            "get, list, patch; pods, pods/eviction, secrets, persistentvolumeclaims and events; "
-            "see docs/kubernetes.md)",
+            "get, list, patch; pods, pods/eviction, pods/log, secrets (create, delete), "
+            "persistentvolumeclaims and events.k8s.io events (create); see docs/kubernetes.md)",
         )
     if status == 404:
         return NotFound(message)
