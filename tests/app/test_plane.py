@@ -208,3 +208,35 @@ def test_a_volume_made_at_launch_is_recorded_as_an_event_once() -> None:
     assert [(e.object_kind, e.object_id, e.data["size_gb"]) for e in created] == [
         ("volume", "ckpts", 50)
     ]
+
+
+def test_the_on_demand_hold_lasts_until_every_refused_customer_has_had_their_retry() -> None:
+    """Two customers refused: the first one's placement must not hand the next host to the
+    queue, whose run the second customer's retry would reclaim at once."""
+    w = World(gpus=[4, 4])
+
+    def od(account: str) -> LaunchRequest:
+        return LaunchRequest(account, "a100-sxm4", "on-demand", 4, command=("serve",))
+
+    first, second = (w.plane.launch(od("a")).state.id for _ in range(2))
+    queued = w.plane.launch(
+        LaunchRequest("q", "a100-sxm4", "interruptible", 4, command=("train",))
+    ).state.id
+    for account in ("b", "c"):
+        with pytest.raises(InsufficientCapacity):
+            w.plane.launch(od(account))
+    w.tick(1)
+
+    def end(instance_id: str) -> None:
+        w.plane.stop(instance_id)
+        w.runtime.finish(w.allocation(instance_id), 0)
+        w.tick(1)
+
+    end(first)
+    assert w.store.instance(queued).state.status is _I.QUEUED  # held for b and c
+    w.plane.launch(od("b"))
+    end(second)
+    assert w.store.instance(queued).state.status is _I.QUEUED  # still held: c has not come back
+    c = w.plane.launch(od("c")).state.id
+    assert w.store.instance(c).state.status is _I.STARTING  # placed at once, nothing reclaimed
+    assert w.runtime.signals_of(w.allocation(c)) == []

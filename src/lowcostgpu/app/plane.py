@@ -241,16 +241,17 @@ class ControlPlane:
         try:
             commit = self._decide_and_write(decide, batched=True)
         except InsufficientCapacity:
-            self._hold_for(spec.pool, spec.gpus)
+            self._hold_for(spec.pool, spec.gpus, spec.account_id)
             raise
         return written_instance(commit, instance_id, None)
 
-    def _hold_for(self, pool: PoolKey, gpus: int) -> None:
+    def _hold_for(self, pool: PoolKey, gpus: int, account_id: str) -> None:
         """A refused on-demand customer: GPUs that free in the pool wait for their retry."""
         with self._lock:
             live, _ = self._loaded()
             hold_s = self.config.scheduler.on_demand_hold_s
-            holds = with_refusal(live.state.holds, pool, gpus, self.clock.now(), hold_s)
+            now = self.clock.now()
+            holds = with_refusal(live.state.holds, pool, gpus, now, hold_s, account_id)
             live.state = replace(live.state, holds=MappingProxyType(holds))
             self._view = live.state  # under the lock: no decision is waiting for its write
         self.wake.set()  # the loop must tick when the hold ends

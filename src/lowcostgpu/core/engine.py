@@ -44,7 +44,7 @@ from lowcostgpu.core.engine_state import (
     next_wake,
 )
 from lowcostgpu.core.fleet_sync import fleet_of
-from lowcostgpu.core.holds import with_refusal
+from lowcostgpu.core.holds import after_placement, with_refusal
 from lowcostgpu.core.instance_state import LIVE
 from lowcostgpu.core.lifecycle import InstanceState, LifecycleEvent
 from lowcostgpu.core.nodes import NodeState
@@ -205,9 +205,15 @@ def launch(
         work.instances[inst.id] = first.state
         work.effects.extend(first.effects)
         work.carry_out(plan, now)
-        # The customer the pool was held for has GPUs now: what the hold kept from the queue
-        # goes back to it at once.
-        held = work.holds.pop(spec.pool, None) is not None
+        # A customer the pool was held for has GPUs now: the hold goes on for the others
+        # refused (`core.holds`); what it keeps from the queue no more goes back to it at once.
+        before = work.holds.get(spec.pool)
+        after = after_placement(before, (spec.account_id, spec.instance_id), spec.gpus)
+        if after is None:
+            work.holds.pop(spec.pool, None)
+        else:
+            work.holds[spec.pool] = after
+        held = after is not before
         if work.clusters or held:
             work.schedule(now, config)
         return _risk_assessed(work.done(), state, now, config, (spec.pool, spec.gpus))
@@ -289,11 +295,12 @@ def refused(
     gpus: int,
     now: Timestamp,
     config: SchedulerConfig = DEFAULT_CONFIG,
+    requester: str = "",
 ) -> EngineStep:
     """An on-demand request for `gpus` in `pool` was refused (`launch` raised
-    InsufficientCapacity): hold the pool for the customer's retry (`core.holds`). It touches
-    no record: holds are not stored."""
-    holds = with_refusal(state.holds, pool, gpus, now, config.on_demand_hold_s)
+    InsufficientCapacity): hold the pool for the retry of `requester` (its account, or its id
+    where a retry keeps it: `core.holds`). It touches no record: holds are not stored."""
+    holds = with_refusal(state.holds, pool, gpus, now, config.on_demand_hold_s, requester)
     new = replace(state, holds=Map(holds))
     return _risk_assessed(EngineStep(new, (), next_wake(new), NOTHING), state, now, config)
 

@@ -239,7 +239,7 @@ class Simulation:
         except InsufficientCapacity:
             self.engine_calls += 1
             self.waiting.setdefault(job.pool, {})[job_id] = None  # keeps its place if there
-            self._hold(job.pool, job.gpus, now)
+            self._hold(job.pool, job.gpus, now, job.id)
             return False
         except (NotFound, InvalidRequest) as exc:
             self.rejected[job_id] = exc.message
@@ -278,19 +278,20 @@ class Simulation:
         for job_id in launched:
             del queue[job_id]
 
-    def _hold(self, pool: PoolKey, gpus: int, now: int) -> None:
-        """Tell the engine of the refusal: the pool is held while the customer keeps asking."""
+    def _hold(self, pool: PoolKey, gpus: int, now: int, job_id: str) -> None:
+        """Tell the engine of the refusal: the pool is held while the customer keeps asking
+        (each job is a customer of its own: its retries keep its id)."""
         if self.config.on_demand_hold_s <= 0:
             return
         horizon = self.trace.horizon_s
         if horizon is not None:  # to the end of the run, unless a placement ends it sooner
             asking = replace(self.config, on_demand_hold_s=max(1, horizon - now + 1))
-            self._apply(engine.refused(self.state, pool, gpus, now, asking))
+            self._apply(engine.refused(self.state, pool, gpus, now, asking, job_id))
             return
         # No horizon (run until the last job is done): a far hold would keep the run going, so
         # the customer asks again when the server's hold would end, which renews it.
         had = self.state.holds.get(pool)
-        self._apply(engine.refused(self.state, pool, gpus, now, self.config))
+        self._apply(engine.refused(self.state, pool, gpus, now, self.config, job_id))
         hold = self.state.holds.get(pool)
         if hold is not None and (had is None or had.until != hold.until):
             self.heap.push(hold.until, RETRY, ("retry", f"{pool.region}/{pool.gpu_type}", ""))
