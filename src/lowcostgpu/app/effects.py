@@ -200,8 +200,8 @@ class EffectRunner:
         """Whether a volume's delete still applies: a delete retried after a launch made a new
         volume of that name must not remove the new one's data under its run."""
         p = entry.payload
-        found = [v for v in self.store.volumes(str(p["account_id"])) if v.name == p["name"]]
-        return not found or found[0].deleted_at == p.get("deleted_at", found[0].deleted_at)
+        v = self.store.volume(str(p["account_id"]), str(p["name"]))
+        return v is None or v.deleted_at == p.get("deleted_at", v.deleted_at)
 
     def _start_of(self, entry: OutboxEntry) -> WorkloadStart:
         p = entry.payload

@@ -101,18 +101,17 @@ class VolumeService:
         return self.store.instances_naming_volume(account_id, name)
 
     def held_step(self, account_id: str, name: str | None) -> int | None:
-        """The checkpoint step the account's volume holds (None: no volume, or none known)."""
-        if not name:
-            return None
-        found = [v for v in self.store.volumes(account_id) if v.name == name]
-        return found[0].checkpoint_step if found and found[0].deleted_at is None else None
+        """The checkpoint step the account's volume holds (None: no volume, or none known).
+        One read by the volume's key."""
+        v = self.store.volume(account_id, name) if name else None
+        return v.checkpoint_step if v is not None and v.deleted_at is None else None
 
     def _stored(self, account_id: str, name: str) -> VolumeRecord:
         check_volume_name(name)
-        for v in self.store.volumes(account_id):
-            if v.name == name and v.deleted_at is None:
-                return v
-        raise _missing(name)
+        v = self.store.volume(account_id, name)
+        if v is None or v.deleted_at is not None:
+            raise _missing(name)
+        return v
 
     def delete(self, account_id: str, name: str) -> VolumeView:
         """Deleted now (billing stops), its data removed after the commit; refused while an
@@ -133,7 +132,9 @@ class VolumeService:
         return view_of(self._deleted(account_id, name), ())
 
     def _deleted(self, account_id: str, name: str) -> VolumeRecord:
-        return next(v for v in self.store.volumes(account_id) if v.name == name)
+        v = self.store.volume(account_id, name)
+        assert v is not None, "written by the decision just committed"
+        return v
 
     def resize(self, account_id: str, name: str, size_gb: int) -> VolumeView:
         """Grown to `size_gb` (billed at it from now on), the runtime's limit grown after the

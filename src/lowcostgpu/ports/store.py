@@ -326,6 +326,11 @@ class Store(Protocol):
 
     def volumes(self, account_id: str | None = None) -> list[VolumeRecord]: ...
 
+    def volume(self, account_id: str, name: str) -> VolumeRecord | None:
+        """The account's volume of that name (a deleted one too) by its primary key; None if
+        there never was one."""
+        ...
+
     def accounts(self) -> list[AccountRecord]:
         """Every account, by id."""
         ...

@@ -289,6 +289,9 @@ def test_volumes_are_upserted_by_account_and_name(store: Store) -> None:
         VolumeRecord("acct-2", "data", 10, 1),
     ]
     assert store.volumes("acct-2") == [VolumeRecord("acct-2", "data", 10, 1)]
+    assert store.volume("acct-1", "zeta") == deleted  # one by its key, a deleted one too
+    assert store.volume("acct-2", "zeta") is None  # the name is the account's own
+    assert store.volume("acct-1", "nope") is None
 
 
 def test_an_empty_commit_changes_nothing(store: Store) -> None:

@@ -292,6 +292,11 @@ class MemoryStore:
         found.sort(key=lambda r: (r["account_id"], r["name"]))
         return [rows.volume_record(r) for r in found]
 
+    def volume(self, account_id: str, name: str) -> VolumeRecord | None:
+        with self._mutex:
+            row = self._volumes.get((account_id, name))
+        return None if row is None else rows.volume_record(row)
+
     def accounts(self) -> list[AccountRecord]:
         with self._mutex:
             found = sorted(self._accounts.values(), key=lambda r: r["id"])

@@ -350,6 +350,10 @@ class SqlStore:
         with translated(self.url), self._engine.connect() as conn:
             return usage_rows.volumes(conn, self._text, account_id)
 
+    def volume(self, account_id: str, name: str) -> VolumeRecord | None:
+        with translated(self.url), self._engine.connect() as conn:
+            return usage_rows.volume(conn, account_id, name)
+
     def accounts(self) -> list[AccountRecord]:
         q = sa.select(t.accounts).order_by(self._text(t.accounts.c.id))
         return [rows.account_record(r) for r in self._rows(q)]

@@ -90,6 +90,12 @@ def metering_watermark(conn: sa.Connection) -> Timestamp | None:
     return conn.execute(sa.select(sa.func.max(t.metered_through.c.through))).scalar()
 
 
+def volume(conn: sa.Connection, account_id: str, name: str) -> VolumeRecord | None:
+    q = sa.select(t.volumes).where(t.volumes.c.account_id == account_id, t.volumes.c.name == name)
+    found = conn.execute(q).mappings().first()
+    return None if found is None else rows.volume_record(found)
+
+
 def volumes(conn: sa.Connection, text: Text, account_id: str | None) -> list[VolumeRecord]:
     q = sa.select(t.volumes)
     if account_id is not None:
