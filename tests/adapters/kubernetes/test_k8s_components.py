@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from components import Components, HollowNode, require_components
 from k8s_world import K8sWorld
+from test_k8s_drain import tick_until
 
 from lowcostgpu.adapters.kubernetes import Kube
 from lowcostgpu.adapters.kubernetes.objects import GPU_RESOURCE
 from lowcostgpu.domain.status import InstanceStatus
-from waiting import DEADLINE_S, wait_until
+from waiting import wait_until
 
 # Longer than kube-controller-manager's --node-monitor-grace-period (40 s by default), after
 # which a Node whose kubelet has gone quiet turns Unknown and gets the unreachable taint.
@@ -59,16 +60,6 @@ def world(kube: Kube, namespace: str) -> K8sWorld:
 def hosts(components: Components, world: K8sWorld) -> Iterator[list[HollowNode]]:
     with components.hollow_nodes(world.hosts, gpus=8) as nodes:
         yield nodes
-
-
-def tick_until(
-    world: K8sWorld, predicate: Any, timeout_s: float = DEADLINE_S, what: str = ""
-) -> Any:
-    def ticked() -> Any:
-        world.plane.tick()
-        return predicate()
-
-    return wait_until(ticked, timeout_s, what)
 
 
 def customer_pod(world: K8sWorld, name: str, *, preemptible: bool, **labels: str) -> None:

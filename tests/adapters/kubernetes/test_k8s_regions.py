@@ -5,18 +5,15 @@ that holds its data, and after a restart calls about a run reach the cluster tha
 from __future__ import annotations
 
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from apiserver import ApiServer, free_port, register_host
 from kubelet import FakeKubelet
+from serve_process import ServeProcess, fleet_file
 
 from lowcostgpu.adapters.kubernetes import Kube
 from lowcostgpu.adapters.kubernetes.names import DEFAULT_NAMES
@@ -25,7 +22,6 @@ from lowcostgpu.bootstrap.serve import ServeOptions, build
 from lowcostgpu.domain.errors import ConfigError
 from waiting import wait_until
 
-ADMIN_KEY = "lcg_admin_k8s-regions-0123456789abcdef"
 CLUSTER_LABEL = DEFAULT_NAMES.cluster_label
 
 
@@ -55,68 +51,6 @@ def us_kubelet(us_kube: Kube) -> Iterator[FakeKubelet]:
     fake.stop()
 
 
-def fleet(path: Path, regions: dict[str, list[str]]) -> Path:
-    text = ""
-    for region, hosts in regions.items():
-        text += f'[[region]]\nname = "{region}"\n'
-        for host in hosts:
-            text += f'  [[region.hosts]]\n  name = "{host}"\n  gpu_type = "a100-sxm4"\n  gpus = 8\n'
-    path.write_text(text)
-    return path
-
-
-class Serve:
-    """`lowcostgpu serve` as an operator runs it, restartable on the same data directory."""
-
-    def __init__(self, tmp: Path, argv: list[str]) -> None:
-        self.tmp, self.port, self.starts = tmp, free_port(), 0
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.argv = [sys.executable, "-m", "lowcostgpu", "serve", "--data-dir", str(tmp / "data")]
-        self.argv += ["--port", str(self.port), "--admin-key", ADMIN_KEY, *argv]
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.headers = {"authorization": f"Bearer {ADMIN_KEY}"}
-
-    def start(self) -> None:
-        self.starts += 1
-        log = (self.tmp / f"serve-{self.starts}.log").open("wb")
-        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
-
-        def leading() -> bool:
-            assert self.proc is not None and self.proc.poll() is None, self.log()
-            try:
-                return bool(httpx.get(f"{self.url}/healthz", timeout=1).json()["leading"])
-            except (httpx.HTTPError, ValueError):
-                return False
-
-        wait_until(leading, 60, "serve leading")
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        kw.setdefault("headers", self.headers)
-        return httpx.request(method, f"{self.url}{path}", timeout=30, **kw)
-
-    def call(self, method: str, path: str, **kw: Any) -> Any:
-        response = self.request(method, path, **kw)
-        assert response.status_code < 400, response.text
-        return response.json() if response.content else None
-
-    def log(self) -> str:
-        return "".join(p.read_text() for p in sorted(self.tmp.glob("serve-*.log")))[-4000:]
-
-
 def pods(kube: Kube, namespace: str) -> dict[str, Any]:
     return {p.metadata.name: p for p in kube.core.list_namespaced_pod(namespace).items}
 
@@ -141,8 +75,8 @@ def test_each_region_runs_in_its_own_cluster_and_a_restarted_server_finds_its_ru
     for host in eu:
         register_host(kube.core, host)
     register_host(us_kube.core, us[0])
-    file = fleet(tmp_path / "fleet.toml", {"eu-west": eu, "us-east": us})
-    serve = Serve(tmp_path, [
+    file = fleet_file(tmp_path / "fleet.toml", {"eu-west": eu, "us-east": us})
+    serve = ServeProcess(tmp_path, [
         "--fleet", str(file), "--runtime", "kubernetes", "--namespace", namespace,
         "--kube-region", f"eu-west={k8s.kubeconfig}",
         "--kube-region", f"us-east={us_east.kubeconfig}",
@@ -228,7 +162,9 @@ def test_a_fleet_region_no_cluster_serves_is_refused_at_start_naming_the_flag(
 ) -> None:
     host = f"gpu-{namespace}-eu"
     register_host(kube.core, host)
-    file = fleet(tmp_path / "fleet.toml", {"eu-west": [host], "us-east": [f"gpu-{namespace}-us"]})
+    file = fleet_file(
+        tmp_path / "fleet.toml", {"eu-west": [host], "us-east": [f"gpu-{namespace}-us"]}
+    )
     options = ServeOptions(
         tmp_path / "data", fleet=file, runtime="kubernetes", namespace=namespace,
         kube_regions=(f"eu-west={k8s.kubeconfig}",), port=free_port(),

@@ -1,84 +1,24 @@
 """`lowcostgpu serve --runtime kubernetes` is SIGKILLed in the middle of a node's drain; after
-a restart the drain completes: pods evicted and gone, one `Preempted` event, Node deleted, and
-the on-demand work that reclaimed the node runs as a pod."""
+a restart the drain completes: pods evicted and gone, one `NodePreempted` Event, the host back in
+the pool (its Node kept), and the on-demand work that reclaimed the node runs as a pod."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from apiserver import ApiServer, free_port, register_host
+from apiserver import ApiServer, register_host
 from k8s_world import GPU_LIMIT
 from kubelet import FakeKubelet
+from serve_process import ServeProcess, fleet_file
 
 from lowcostgpu.adapters.kubernetes import Kube
 from lowcostgpu.adapters.kubernetes.names import DEFAULT_NAMES
 from waiting import wait_until
 
-ADMIN_KEY = "lcg_admin_k8s-crash-0123456789abcdef"
 CLUSTER_LABEL, COMPUTE_CLASS_LABEL = DEFAULT_NAMES.cluster_label, DEFAULT_NAMES.compute_class_label
 PREEMPTIBLE_TAINT = DEFAULT_NAMES.taint
-
-
-class Serve:
-    """One `lowcostgpu serve` process on the Kubernetes runtime, restartable on the same data."""
-
-    def __init__(self, tmp: Path, kubeconfig: Path, namespace: str, hosts: list[str]) -> None:
-        self.tmp, self.port, self.starts = tmp, free_port(), 0
-        self.url = f"http://127.0.0.1:{self.port}"
-        entries = "".join(
-            f'  [[region.hosts]]\n  name = "{host}"\n  gpu_type = "a100-sxm4"\n  gpus = 8\n'
-            for host in hosts
-        )
-        (tmp / "fleet.toml").write_text(f'[[region]]\nname = "eu-west"\n{entries}')
-        self.argv = [sys.executable, "-m", "lowcostgpu", "serve", "--data-dir", str(tmp / "data")]
-        self.argv += ["--fleet", str(tmp / "fleet.toml"), "--port", str(self.port)]
-        self.argv += ["--admin-key", ADMIN_KEY, "--runtime", "kubernetes"]
-        self.argv += ["--kubeconfig", str(kubeconfig), "--namespace", namespace]
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.headers = {"authorization": f"Bearer {ADMIN_KEY}"}
-
-    def start(self) -> None:
-        self.starts += 1
-        log = (self.tmp / f"serve-{self.starts}.log").open("wb")
-        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
-
-        def leading() -> bool:
-            assert self.proc is not None and self.proc.poll() is None, self.log()
-            try:
-                return bool(httpx.get(f"{self.url}/healthz", timeout=1).json()["leading"])
-            except (httpx.HTTPError, ValueError):
-                return False
-
-        wait_until(leading, 60, "serve leading")
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def call(self, method: str, path: str, **kw: Any) -> Any:
-        kw.setdefault("headers", self.headers)
-        response = httpx.request(method, f"{self.url}{path}", timeout=30, **kw)
-        assert response.status_code < 400, response.text
-        return response.json() if response.content else None
-
-    def log(self) -> str:
-        return "".join(p.read_text() for p in sorted(self.tmp.glob("serve-*.log")))[-4000:]
 
 
 @pytest.fixture
@@ -86,13 +26,17 @@ def serve(k8s: ApiServer, kube: Kube, namespace: str, tmp_path: Path) -> Any:
     hosts = [f"gpu-{namespace}-{n}" for n in (1, 2)]  # the standard node's and the preemptible's
     for host in hosts:
         register_host(kube.core, host)
-    server = Serve(tmp_path, k8s.kubeconfig, namespace, hosts)
+    fleet = fleet_file(tmp_path / "fleet.toml", {"eu-west": hosts})
+    argv = ["--fleet", str(fleet), "--runtime", "kubernetes"]
+    server = ServeProcess(
+        tmp_path, [*argv, "--kubeconfig", str(k8s.kubeconfig), "--namespace", namespace]
+    )
     yield server
     server.stop()
 
 
 def test_a_drain_interrupted_by_kill_9_completes_after_restart(
-    serve: Serve, kube: Kube, namespace: str, kubelet: FakeKubelet
+    serve: ServeProcess, kube: Kube, namespace: str, kubelet: FakeKubelet
 ) -> None:
     serve.start()
     account = serve.call("POST", "/v1/accounts", json={"name": "k8s"})
