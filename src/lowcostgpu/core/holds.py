@@ -70,11 +70,11 @@ def after_placement(
         return None
     if not hold.waiting:  # a hold made without its requests: ends as before
         return None
-    mine = sorted(((g, r) for r, g in hold.waiting if r in requesters and g <= gpus), reverse=True)
+    mine = [(r, g) for r, g in hold.waiting if r in requesters and g <= gpus]
     if not mine:
         return hold
-    exact = [(r, g) for g, r in mine if g == gpus]
-    served = exact[0] if exact else (mine[0][1], mine[0][0])
+    # the exact request first, else the largest it covers; then by requester (deterministic)
+    served = max(mine, key=lambda entry: (entry[1] == gpus, entry[1], entry[0]))
     left = hold.waiting - {served}
     if not left:
         return None
