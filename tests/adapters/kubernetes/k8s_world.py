@@ -126,3 +126,17 @@ def user_pod_body(
             "containers": [{"name": "c", "image": "trainer", "resources": GPU_LIMIT}],
         },
     }
+
+
+def create_pdb(kube: Kube, namespace: str, name: str, app: str, **spec: int) -> None:
+    """A PodDisruptionBudget over the pods labelled `app=<app>` (`spec`: minAvailable=…), in the
+    policy version the server takes (v1beta1 on 1.20)."""
+    version = kube.eviction_version()
+    body = {
+        "apiVersion": version,
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": {**spec, "selector": {"matchLabels": {"app": app}}},
+    }
+    path = f"/apis/{version}/namespaces/{namespace}/poddisruptionbudgets"
+    kube.raw("POST", path, body, what="a PDB")

@@ -8,15 +8,15 @@ node's runtime always exits 0 and ignores a pod's grace.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import pytest
+from apiserver import ApiServer
 from components import Components, HollowNode, require_components
-from k8s_world import K8sWorld
+from k8s_world import K8sWorld, create_pdb
 from test_k8s_drain import tick_until
 
 from lowcostgpu.adapters.kubernetes import Kube
@@ -28,7 +28,6 @@ from waiting import wait_until
 # which a Node whose kubelet has gone quiet turns Unknown and gets the unreachable taint.
 SERVE_DOWN_S = 60.0
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
-_serial = iter(range(1, 1_000_000))
 
 
 @pytest.fixture
@@ -37,17 +36,9 @@ def components() -> Components:
 
 
 @pytest.fixture
-def kube(components: Components) -> Iterator[Kube]:
-    client = Kube.from_kubeconfig(components.server.kubeconfig)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def namespace(kube: Kube) -> str:
-    name = f"c{os.getpid()}-{next(_serial)}"
-    kube.core.create_namespace({"metadata": {"name": name}})
-    return name
+def k8s(components: Components) -> ApiServer:
+    """The components' own API server, under the shared `kube` and `namespace` fixtures."""
+    return components.server
 
 
 @pytest.fixture
@@ -101,18 +92,6 @@ def running_on(world: K8sWorld, name: str) -> str | None:
     return str(found.spec.node_name)
 
 
-def pdb(world: K8sWorld, name: str, app: str, **spec: int) -> None:
-    version = world.kube.eviction_version()
-    body = {
-        "apiVersion": version,
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name},
-        "spec": {**spec, "selector": {"matchLabels": {"app": app}}},
-    }
-    path = f"/apis/{version}/namespaces/{world.namespace}/poddisruptionbudgets"
-    world.kube.raw("POST", path, body, what="a PDB")
-
-
 def disruptions_allowed(world: K8sWorld, name: str) -> int | None:
     """The PDB's status as kube-controller-manager's disruption controller computed it."""
     version = world.kube.eviction_version()
@@ -123,6 +102,20 @@ def disruptions_allowed(world: K8sWorld, name: str) -> int | None:
         return None
     allowed = status.get("disruptionsAllowed")
     return None if allowed is None else int(allowed)
+
+
+def running_behind_a_pdb(world: K8sWorld, name: str, grace_s: int, allowed: int) -> tuple[str, str]:
+    """A cluster with one preemptible host, a customer's pod `name` running there under a PDB
+    that lets `allowed` of its pods go (`minAvailable` 1 - allowed), as the controller-manager
+    has computed it; the cluster and the host."""
+    c = world.cluster(desired=8, standard=1, grace_s=grace_s)
+    world.plane.tick()
+    (host,) = world.node_names(c, "preemptible")
+    customer_pod(world, name, preemptible=True, app=name)
+    create_pdb(world.kube, world.namespace, name, name, minAvailable=1 - allowed)
+    wait_until(lambda: running_on(world, name), what=f"{name} running")
+    wait_until(lambda: disruptions_allowed(world, name) == allowed, what="the PDB's status")
+    return c, host
 
 
 def ready_and_reachable(world: K8sWorld, host: str) -> bool:
@@ -160,13 +153,7 @@ def test_scheduler_puts_a_tolerating_gpu_pod_on_the_preemptible_host_and_serve_d
 def test_reclaim_evicts_via_a_permissive_pdb_then_the_host_runs_on_demand_then_refills_a_cluster(
     world: K8sWorld, hosts: list[HollowNode]
 ) -> None:
-    a = world.cluster(desired=8, standard=1, grace_s=40)
-    world.plane.tick()
-    (host,) = world.node_names(a, "preemptible")
-    customer_pod(world, "train-0", preemptible=True, app="train")
-    pdb(world, "train", "train", minAvailable=0)
-    wait_until(lambda: running_on(world, "train-0"), what="train-0 running")
-    wait_until(lambda: disruptions_allowed(world, "train") == 1, what="the PDB's status")
+    a, host = running_behind_a_pdb(world, "train-0", grace_s=40, allowed=1)
 
     reclaimed = time.monotonic()
     od = world.on_demand(8)  # only the preemptible node's host is free: reclaim it
@@ -209,13 +196,7 @@ def test_reclaim_evicts_via_a_permissive_pdb_then_the_host_runs_on_demand_then_r
 def test_a_blocking_pdb_holds_the_eviction_until_the_deadline_then_the_pod_is_deleted(
     world: K8sWorld, hosts: list[HollowNode]
 ) -> None:
-    c = world.cluster(desired=8, standard=1, grace_s=6)
-    world.plane.tick()
-    (host,) = world.node_names(c, "preemptible")
-    customer_pod(world, "infer-0", preemptible=True, app="infer")
-    pdb(world, "infer", "infer", minAvailable=1)
-    wait_until(lambda: running_on(world, "infer-0"), what="infer-0 running")
-    wait_until(lambda: disruptions_allowed(world, "infer") == 0, what="the PDB's status")
+    _, host = running_behind_a_pdb(world, "infer-0", grace_s=6, allowed=0)
 
     world.on_demand(8)
     world.plane.tick()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from apiserver import shared
-from k8s_world import K8sWorld
+from k8s_world import K8sWorld, create_pdb
 from kubelet import FakeKubelet
 
 from lowcostgpu.adapters.kubernetes import Kube
@@ -169,15 +169,7 @@ def test_a_pdb_holds_the_eviction_until_the_deadline_then_the_host_goes_anyway(
     (node,) = world.node_names(c, "preemptible")
     world.user_pod(node, "infer-0", grace_s=1, app="infer")
     wait_until(lambda: any(n == "infer-0" and w == "running" for n, w, _ in kubelet.log))
-    pdb = {
-        "apiVersion": "policy/v1beta1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "infer"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}},
-    }
-    version = world.kube.eviction_version()
-    world.kube.raw("POST", f"/apis/{version}/namespaces/{world.namespace}/poddisruptionbudgets",
-                   pdb, what="a PDB")  # fmt: skip
+    create_pdb(world.kube, world.namespace, "infer", "infer", minAvailable=1)
     world.on_demand(8)
     world.plane.tick()
     deadline = int(world.node(node).metadata.annotations[world.names.drain_deadline])

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 from apiserver import ApiServer, register_host
-from k8s_world import K8sWorld, user_pod_body
+from k8s_world import K8sWorld, create_pdb, user_pod_body
 from kubelet import FakeKubelet
 from kubernetes import client, utils
 from test_k8s_drain import ours, tick_until
@@ -210,14 +210,7 @@ def test_a_pdb_holds_the_eviction_until_the_deadline_then_the_pod_is_deleted(
     (node,) = world.node_names(c, "preemptible")
     user_pod(kube, world, deployed.user, node, "infer-0", grace_s=1, app="infer")
     wait_until(lambda: any(n == "infer-0" and w == "running" for n, w, _ in kubelet.log))
-    pdb = {
-        "apiVersion": "policy/v1beta1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "infer"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}},
-    }
-    path = f"/apis/{kube.eviction_version()}/namespaces/{deployed.user}/poddisruptionbudgets"
-    kube.raw("POST", path, pdb, what="a PDB")  # the user's
+    create_pdb(kube, deployed.user, "infer", "infer", minAvailable=1)  # the user's
     world.on_demand(8)
     world.plane.tick()
     deadline = int(kube.core.read_node(node).metadata.annotations[world.names.drain_deadline])
