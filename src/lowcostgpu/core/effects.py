@@ -122,7 +122,24 @@ class AddNode:
         return f"add-node:{self.node_id}:{self.allocation_id}"
 
 
-NodeEffect = AddNode | CordonNode | RemoveNode
+@dataclass(frozen=True, slots=True)
+class MarkNodeRisk:
+    """Mark a preemptible cluster node at risk of being reclaimed for on-demand work (`risk`
+    "next", warned at `at`), or clear the mark (`risk` "", `at` when the pressure ended): advice
+    for the cluster's own tooling, as `PreemptionRisk` is for an instance's workload (`core.risk`).
+    On Kubernetes a label and an annotation on the Node, on Slurm the node's comment; a provider
+    leaves a node that no longer holds this role alone (a late replay)."""
+
+    node_id: str
+    risk: str
+    at: Timestamp
+
+    @property
+    def effect_key(self) -> str:
+        return f"node-risk:{self.node_id}:{self.risk or 'clear'}:{self.at}"
+
+
+NodeEffect = AddNode | CordonNode | RemoveNode | MarkNodeRisk
 """The effects a node provider carries out (`ports.nodes.NodeProvider`)."""
 
 NODE_EFFECT_KINDS: frozenset[str] = frozenset(c.__name__ for c in get_args(NodeEffect))
