@@ -10,6 +10,7 @@ from lowcostgpu.app.plane import ControlPlane, PlaneConfig
 from lowcostgpu.bootstrap.wiring import Wired, wire
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Host, PoolKey
+from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.store import Store
 
 POOL = PoolKey("eu-west", "a100-sxm4")
@@ -25,7 +26,12 @@ class CountingIds:
 
 
 class World:
-    def __init__(self, store: Store | None = None, gpus: int | list[int] = 8) -> None:
+    def __init__(
+        self,
+        store: Store | None = None,
+        gpus: int | list[int] = 8,
+        nodes: NodeProvider | None = None,
+    ) -> None:
         sizes = [gpus] if isinstance(gpus, int) else gpus  # one host h1, or h1, h2, … of sizes
         self.clock = FixedClock(1_000_000)
         self.store = store or MemoryStore()
@@ -42,6 +48,7 @@ class World:
             secret=b"0123456789abcdef0123456789abcdef",
             metadata_url="http://127.0.0.1:9/v1/metadata",
             config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0)),
+            nodes=nodes,
         )
 
     @property

@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 from plane_world import World
 
-from lowcostgpu.adapters.local.placeholder_nodes import PLACEHOLDER_ARGV
+from lowcostgpu.adapters.local.placeholder_nodes import PLACEHOLDER_ARGV, PlaceholderNodes
 from lowcostgpu.adapters.store.memory import MemoryStore
 from lowcostgpu.app.clusters import ClusterRequest, ClusterView
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.domain.errors import Conflict, InsufficientCapacity, InvalidRequest, NotFound
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.domain.status import ClusterStatus, InstanceStatus, NodeStatus
+from lowcostgpu.ports.runtime import Runtime
+from lowcostgpu.ports.store import OutboxEntry
 
 _N = NodeStatus
 
@@ -224,3 +226,37 @@ def test_where_nodes_are_whole_hosts_a_node_size_must_be_the_pools_largest_host(
     assert f"(hosts of {', '.join(map(str, host_gpus))})" in refused.value.message
     assert refused.value.hint == "ask for gpus_per_node=8"
     assert w.plane.clusters.list_clusters("acme") == []
+
+
+class RecordingNodes(PlaceholderNodes):
+    """The placeholder provider, remembering the node effects it was handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, dict[str, object]]] = []
+
+    def carry_out(self, entry: OutboxEntry, runtime: Runtime) -> None:
+        self.seen.append((entry.kind, dict(entry.payload)))
+        super().carry_out(entry, runtime)
+
+
+def test_a_node_among_the_next_victims_is_warned_marked_shown_and_cleared() -> None:
+    nodes = RecordingNodes()
+    w = World(gpus=[4, 4, 4], nodes=nodes)  # standard node, preemptible node, one host free
+    c = w.plane.clusters.create_cluster(cluster(desired=4)).cluster.id
+    (node,) = preemptible(w.plane.clusters.get_cluster(c))
+    od = w.plane.launch(on_demand()).state.id  # takes the free host: 4 asked for, 0 free
+    (warning,) = [e for e in w.store.events() if e.reason is Reason.PREEMPTION_RISK]
+    assert (warning.object_kind, warning.object_id, warning.account_id) == ("node", node, "acme")
+    assert warning.data["cluster_id"] == c
+    marks = [p for kind, p in nodes.seen if kind == "MarkNodeRisk"]
+    assert [(p["node_id"], p["risk"]) for p in marks] == [(node, "next")]  # right after commit
+    assert w.plane.clusters.get_cluster(c).risk_since == {node: warning.at}
+    w.tick(1)
+    w.runtime.finish(w.allocation(od), 0)  # the on-demand work ends: its host frees
+    w.tick(1)
+    marks = [p for kind, p in nodes.seen if kind == "MarkNodeRisk"]
+    assert [(p["node_id"], p["risk"]) for p in marks] == [(node, "next"), (node, "")]
+    assert w.plane.clusters.get_cluster(c).risk_since == {}
+    assert w.store.nodes(cluster_id=c)  # the node kept serving throughout
+    assert w.plane.clusters.get_cluster(c).allocated_preemptible_gpus == 4

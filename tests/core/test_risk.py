@@ -7,8 +7,9 @@ from dataclasses import replace
 import pytest
 from fleet_builders import POOL, host
 
-from lowcostgpu.core import engine
-from lowcostgpu.core.effects import EmitEvent
+from lowcostgpu.core import cluster_engine, engine
+from lowcostgpu.core.clusters import ClusterSpec
+from lowcostgpu.core.effects import EmitEvent, MarkNodeRisk
 from lowcostgpu.core.engine import EngineState, EngineStep, LaunchSpec
 from lowcostgpu.core.lifecycle import CheckpointReported, WorkloadExited, WorkloadStarted
 from lowcostgpu.core.risk import MAX_ARRIVALS, PoolRisk, recent, under_pressure, with_arrival
@@ -17,7 +18,7 @@ from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.core.victims import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.events import Reason
-from lowcostgpu.domain.status import InstanceStatus
+from lowcostgpu.domain.status import InstanceStatus, NodeStatus
 
 CONFIG = SchedulerConfig(min_runtime_s=60, policy=LEAST_WORK_LOST)
 ODC, INT = CapacityClass.ON_DEMAND, CapacityClass.INTERRUPTIBLE
@@ -188,3 +189,66 @@ def test_a_step_in_another_pool_does_not_assess_this_one() -> None:
     # and an on-demand launch in the other pool leaves this pool's risk state alone
     step = engine.launch(step.state, LaunchSpec("od", OTHER, 1, ODC, "bigco"), 20, CONFIG)
     assert POOL not in step.state.risk.pools
+
+
+# Cluster nodes: the cluster's owner is warned and the node marked (`MarkNodeRisk`) --------------
+
+
+def node_risk_marks(step: EngineStep) -> list[tuple[str, str]]:
+    return [(e.node_id, e.risk) for e in step.effects if isinstance(e, MarkNodeRisk)]
+
+
+def with_a_preemptible_node() -> tuple[EngineState, str]:
+    """Three 2-GPU hosts: cluster c1 (account tenant) with its standard node and one 2-GPU
+    preemptible node; one host free."""
+    state = EngineState(FleetSnapshot.build([host(f"h{k}", 2) for k in range(3)]))
+    spec = ClusterSpec(POOL, gpus_per_node=2, standard_nodes=1, desired_preemptible_gpus=2)
+    state = cluster_engine.create_cluster(state, "c1", spec, 0, CONFIG, account_id="tenant").state
+    (node,) = [n.id for n in state.nodes.values() if n.capacity_class.preemptible]
+    assert state.nodes[node].status is NodeStatus.READY
+    return state, node
+
+
+def od(state: EngineState, name: str, now: int, gpus: int = 2) -> EngineStep:
+    return engine.launch(state, LaunchSpec(name, POOL, gpus, ODC, "bigco"), now, CONFIG)
+
+
+def test_a_preemptible_node_among_the_next_victims_is_warned_to_its_cluster_and_marked() -> None:
+    state, node = with_a_preemptible_node()
+    step = od(state, "od-1", 1000)  # takes the free host: 2 GPUs asked for, none free
+    (event,) = risk_events(step)
+    assert (event.object_kind, event.object_id, event.account_id) == ("node", node, "tenant")
+    assert event.data["cluster_id"] == "c1" and event.data["risk"] == "next"
+    for other in ("od-1", "bigco", "h0", "h1", "h2"):
+        assert other not in f"{event.message} {event.data}"
+    assert node_risk_marks(step) == [(node, "next")]
+    assert step.state.risk.warned_at(POOL, node) == 1000
+
+
+def test_a_node_mark_is_cleared_when_the_pressure_ends() -> None:
+    state, node = with_a_preemptible_node()
+    step = od(state, "od-1", 1000)
+    step = engine.report(step.state, "od-1", WorkloadStarted(), 1000, CONFIG)
+    step = engine.report(step.state, "od-1", WorkloadExited(0), 1100, CONFIG)  # the host frees
+    assert node_risk_marks(step) == [(node, "")] and risk_events(step) == []
+    assert step.state.risk.warned_at(POOL, node) is None
+
+
+def test_a_reclaimed_node_loses_its_warning_and_its_mark_is_not_cleared_again() -> None:
+    state, node = with_a_preemptible_node()
+    step = od(state, "od-1", 1000)
+    step = od(step.state, "od-2", 1010)  # reclaims the node: its drain starts
+    assert step.state.nodes[node].status is NodeStatus.CORDONED
+    assert step.state.risk.warned_at(POOL, node) is None
+    assert node_risk_marks(step) == []  # the drain replaces the advice (the provider drops it)
+    quiet = engine.tick(step.state, 5000, CONFIG)  # arrivals gone: the episode ends
+    assert node_risk_marks(quiet) == []
+
+
+def test_standard_nodes_are_never_warned() -> None:
+    state = EngineState(FleetSnapshot.build([host(f"h{k}", 2) for k in range(2)]))
+    spec = ClusterSpec(POOL, gpus_per_node=2, standard_nodes=1)
+    state = cluster_engine.create_cluster(state, "c1", spec, 0, CONFIG, account_id="tenant").state
+    step = od(state, "od-1", 1000)  # under pressure, but nothing that could be reclaimed
+    assert step.state.risk.pool(POOL).arrivals and not step.state.risk.pool(POOL).warned
+    assert risk_events(step) == [] and node_risk_marks(step) == []

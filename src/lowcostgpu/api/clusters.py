@@ -17,6 +17,7 @@ from lowcostgpu.api.context import AccountId, ApiContext, Ctx
 from lowcostgpu.api.models_input import MAX_INT64
 from lowcostgpu.app.clusters import ClusterRequest, ClusterView
 from lowcostgpu.core.nodes import NodeNaming, NodeState, node_labels, node_taints
+from lowcostgpu.core.risk import RISK_NEXT
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
 # No count is stored beyond a signed 64-bit integer (`MAX_INT64`); the plane bounds them further
@@ -77,9 +78,13 @@ class NodeOut(BaseModel):
     notice_at: int | None
     deadline: int | None
     drain_reason: str | None
+    risk: str | None = Field(
+        None, description='"next": among the next nodes an on-demand reclaim would drain (advice)'
+    )
+    risk_since: int | None = None
 
     @classmethod
-    def of(cls, node: NodeState, naming: NodeNaming) -> NodeOut:
+    def of(cls, node: NodeState, naming: NodeNaming, risk_since: int | None = None) -> NodeOut:
         return cls(
             id=node.id,
             compute_class=node.capacity_class.compute_class_label,
@@ -96,6 +101,8 @@ class NodeOut(BaseModel):
             notice_at=node.notice_at,
             deadline=node.deadline,
             drain_reason=node.drain_reason,
+            risk=None if risk_since is None else RISK_NEXT,
+            risk_since=risk_since,
         )
 
 
@@ -130,7 +137,10 @@ class ClusterOut(BaseModel):
             target_met=c.target_met,
             grace_period_s=c.spec.grace_period_s,
             created_at=c.created_at,
-            nodes=[NodeOut.of(n, naming) for n in sorted(view.nodes, key=lambda n: n.id)],
+            nodes=[
+                NodeOut.of(n, naming, view.risk_since.get(n.id))
+                for n in sorted(view.nodes, key=lambda n: n.id)
+            ],
         )
 
 

@@ -13,8 +13,8 @@ service and hands it what it needs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 from lowcostgpu.app.decisions import Decision
@@ -28,6 +28,7 @@ from lowcostgpu.core.nodes import (
     convert_node_class,
     pending_preemptible_gpus,
 )
+from lowcostgpu.core.risk import NO_RISK, RiskState, node_risk_since
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
@@ -58,6 +59,7 @@ class ClusterView:
 
     cluster: ClusterState
     nodes: tuple[NodeState, ...]
+    risk_since: Mapping[str, Timestamp] = field(default_factory=dict)  # node id → warned at
 
     @property
     def allocated_preemptible_gpus(self) -> int:
@@ -85,8 +87,10 @@ class ClusterService:
         scheduler: Callable[[], SchedulerConfig],
         decide: Decide,
         whole_host_nodes: Callable[[], bool] = lambda: False,
+        risk: Callable[[], RiskState] = lambda: NO_RISK,
     ) -> None:
         self.store = store
+        self._risk = risk
         self._whole_host_nodes = whole_host_nodes
         self.ids = ids
         self.pools = pools
@@ -146,16 +150,20 @@ class ClusterService:
         cluster = self.store.cluster(cluster_id).state
         if account_id is not None and cluster.account_id != account_id:
             raise NotFound(f"no cluster {cluster_id}", hint="list clusters to see their ids")
-        nodes = tuple(n.state for n in self.store.nodes(cluster_id=cluster_id))
-        return ClusterView(cluster, nodes)
+        return self._view(cluster)
 
     def list_clusters(self, account_id: str | None = None) -> list[ClusterView]:
         """The account's clusters (every one for the operator) with their live nodes, read by
         cluster: O(the account's clusters and their nodes), not every node of the fleet."""
-        return [
-            ClusterView(c.state, tuple(n.state for n in self.store.nodes(cluster_id=c.state.id)))
-            for c in self.store.clusters(account_id=account_id)
-        ]
+        return [self._view(c.state) for c in self.store.clusters(account_id=account_id)]
+
+    def _view(self, cluster: ClusterState) -> ClusterView:
+        """The cluster with its live nodes and, for those among the next victims of on-demand
+        reclaims, when they were warned (`core.risk`, from the live snapshot)."""
+        nodes = tuple(n.state for n in self.store.nodes(cluster_id=cluster.id))
+        risk = self._risk()
+        since = {n.id: at for n in nodes if (at := node_risk_since(risk, n)) is not None}
+        return ClusterView(cluster, nodes, since)
 
     def convert_node(
         self, cluster_id: str, node_id: str, to: str, account_id: str | None = None

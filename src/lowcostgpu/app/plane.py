@@ -158,6 +158,7 @@ class ControlPlane:
             scheduler=lambda: self.config.scheduler,  # the config changes at run time
             decide=self._decide,
             whole_host_nodes=lambda: self.config.whole_host_nodes,
+            risk=lambda: self.snapshot().risk,
         )
 
         self.volume_service = VolumeService(

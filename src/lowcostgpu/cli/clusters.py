@@ -180,7 +180,7 @@ def _show(c: dict[str, Any], as_json: str | None) -> None:
             [
                 n["id"],
                 n["labels"].get("lowcostgpu.io/compute-class", n["compute_class"]),
-                n["status"],
+                n["status"] + (" · at risk" if n.get("risk") else ""),
                 str(n["gpus"]),
                 n["host_id"] or fmt.NONE,
                 taints or fmt.NONE,

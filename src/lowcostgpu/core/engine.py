@@ -330,7 +330,7 @@ def _risk_assessed(
     for pool in sorted(pools, key=str):
         hold = state.holds.get(pool)
         new, emitted = assess(
-            risk.pool(pool), pool, state.fleet, state.instances, hold, now, config
+            risk.pool(pool), pool, state.fleet, state.instances, state.nodes, hold, now, config
         )
         risk = risk.with_pool(pool, new)
         events.extend(emitted)

@@ -8,11 +8,13 @@ counts through its hold, so that a customer retrying is not counted at every ret
 pressure, the recent on-demand requests are replayed, in the order they came, on a copy of the
 snapshot (`place_on_demand`, then `apply_plan`: a dry run, the engine's state is not changed):
 what the replay reclaims is what the same demand would reclaim if it came again now. Those
-instances are *at risk* (cluster nodes are not warned: their pods are not ours to advise): each
-gets one `PreemptionRisk` event (to its owner only; the event names no other allocation, no
-on-demand customer) and the metadata endpoint answers `{"action": "none", "risk": "next"}` for
-it, so that its workload can save a checkpoint early and a reclaim, if it comes, finds almost
-nothing to lose. It is advice, not a promise.
+instances are *at risk*: each gets one `PreemptionRisk` event (to its owner only; the event names
+no other allocation, no on-demand customer) and the metadata endpoint answers
+`{"action": "none", "risk": "next"}` for it, so that its workload can save a checkpoint early and
+a reclaim, if it comes, finds almost nothing to lose. A preemptible cluster node the replay would
+drain gets the event too (to the cluster's owner) and a mark on the node (`MarkNodeRisk`: a label
+on Kubernetes, the node's comment on Slurm) that the cluster's own tooling can watch: its pods are
+the customer's, not ours to advise one by one. It is advice, not a promise.
 
 Why replay the recent requests as they came rather than one size: a reclaim's victims depend on
 the request's size (an 8-GPU request frees a whole host, a 1-GPU one the cheapest allocation
@@ -23,8 +25,10 @@ the real requests would, so only the *shortfall* is reclaimed in the dry run. A 
 
 An episode: a pool stays at risk while it is under pressure; its warned set only grows (an
 instance is warned once per episode, however the victim choice moves as checkpoints come in)
-and loses an instance when that instance stops running (reclaimed, finished, stopped). When the
-pressure ends the whole set clears, without an event. A new episode warns again.
+and loses an instance when that instance stops running (reclaimed, finished, stopped), a node when
+it stops serving (drained, removed). When the pressure ends the whole set clears, without an
+event; the marks of the nodes still serving are cleared (`MarkNodeRisk` with no risk). A new
+episode warns again.
 
 Cost: the engine assesses only the pools whose free capacity or demand a step changed (a pool of
 an instance or node it touched whose free or reclaimable GPUs moved, the pool of a new arrival,
@@ -45,16 +49,17 @@ from dataclasses import dataclass, field, replace
 
 from immutables import Map
 
-from lowcostgpu.core.effects import EmitEvent
+from lowcostgpu.core.effects import EmitEvent, MarkNodeRisk
 from lowcostgpu.core.holds import OnDemandHold
 from lowcostgpu.core.instance_state import InstanceState
+from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot, apply_plan
 from lowcostgpu.core.state import Request
 from lowcostgpu.domain.capacity import PoolKey, Timestamp
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
 from lowcostgpu.domain.events import Reason
-from lowcostgpu.domain.status import InstanceStatus
+from lowcostgpu.domain.status import InstanceStatus, NodeStatus
 
 # At most this many recent arrivals are remembered per pool (the most recent): the window's
 # state stays bounded whatever the demand.
@@ -71,6 +76,7 @@ RISK_NEXT = "next"
 _WARNABLE = frozenset({InstanceStatus.STARTING, InstanceStatus.RUNNING})
 
 Arrival = tuple[Timestamp, int]  # (when, GPUs asked for)
+RiskEffect = EmitEvent | MarkNodeRisk
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,11 +179,14 @@ def assess(
     pool: PoolKey,
     fleet: FleetSnapshot,
     instances: Mapping[str, InstanceState],
+    nodes: Mapping[str, NodeState],
     hold: OnDemandHold | None,
     now: Timestamp,
     config: SchedulerConfig,
-) -> tuple[PoolRisk, list[EmitEvent]]:
-    """The pool's risk at `now` and the `PreemptionRisk` events of the instances newly warned.
+) -> tuple[PoolRisk, list[RiskEffect]]:
+    """The pool's risk at `now` and the effects of the subjects newly warned (`PreemptionRisk`
+    events; for a cluster node also its mark, `MarkNodeRisk`), or of an episode's end (the marks
+    of the nodes still warned cleared; instances get no event then).
 
     The end of an episode is seen at every assessment; within one, the demand is replayed (and
     new victims warned) at most every `REPLAY_EVERY_S`, or at once when a hold starts."""
@@ -187,8 +196,8 @@ def assess(
     free = fleet.pool_totals.get(pool, (0, 0))[0]
     expires = arrivals[0][0] + window_s if arrivals else None
     if not under_pressure(free, arrivals, live_hold is not None):
-        return PoolRisk(arrivals, Map(), live_hold, expires), []
-    kept = {i: at for i, at in risk.warned.items() if _warnable(instances.get(i))}
+        return PoolRisk(arrivals, Map(), live_hold, expires), _marks_cleared(risk, nodes, now)
+    kept = {i: at for i, at in risk.warned.items() if _still_warnable(i, instances, nodes)}
     hold_started = live_hold is not None and risk.hold is None
     if (
         risk.replayed_at is not None
@@ -199,54 +208,118 @@ def assess(
         due = risk.replayed_at + REPLAY_EVERY_S
         return PoolRisk(arrivals, warned, live_hold, expires, risk.replayed_at, due), []
     requests = ([live_hold.gpus] if live_hold else []) + [gpus for _, gpus in arrivals]
-    events: list[EmitEvent] = []
-    demand = sum(gpus for _, gpus in arrivals)
+    effects: list[RiskEffect] = []
+    why = Pressure(free, sum(gpus for _, gpus in arrivals), window_s, live_hold is not None)
     for subject in next_victims(fleet, pool, requests, now, config):
-        inst = instances.get(subject)
-        if subject in kept or not _warnable(inst):
-            continue  # a node, an instance warned already in this episode, or one not running
-        assert inst is not None
+        if subject in kept:
+            continue  # warned already in this episode
+        inst, node = instances.get(subject), nodes.get(subject)
+        if _warnable(inst):
+            assert inst is not None
+            effects.append(risk_event(inst, now, why))
+        elif _node_warnable(node):
+            assert node is not None
+            effects.extend(node_risk_effects(node, now, why))
+        else:
+            continue  # not running (or a standard node: never a victim)
         kept[subject] = now
-        events.append(risk_event(inst, now, free, demand, window_s, live_hold is not None))
     warned = Map(kept) if kept != dict(risk.warned) else risk.warned
-    return PoolRisk(arrivals, warned, live_hold, expires, now), events
+    return PoolRisk(arrivals, warned, live_hold, expires, now), effects
 
 
 def _warnable(inst: InstanceState | None) -> bool:
     return inst is not None and inst.capacity_class.preemptible and inst.status in _WARNABLE
 
 
-def risk_event(
-    inst: InstanceState,
-    now: Timestamp,
-    free_gpus: int,
-    demand_gpus: int,
-    window_s: int,
-    held: bool,
-) -> EmitEvent:
+def _node_warnable(node: NodeState | None) -> bool:
+    """A preemptible node serving its cluster: a pending one holds no GPUs, a cordoned one has
+    its notice already (its drain replaces the advice)."""
+    return node is not None and node.capacity_class.preemptible and node.status is NodeStatus.READY
+
+
+def _still_warnable(
+    subject: str, instances: Mapping[str, InstanceState], nodes: Mapping[str, NodeState]
+) -> bool:
+    return _warnable(instances.get(subject)) or _node_warnable(nodes.get(subject))
+
+
+def _marks_cleared(
+    risk: PoolRisk, nodes: Mapping[str, NodeState], now: Timestamp
+) -> list[RiskEffect]:
+    """At an episode's end, the marks of the warned nodes still serving are cleared (a node
+    that was reclaimed meanwhile lost its mark with its drain, `MarkNodeRisk`). O(warned)."""
+    return [
+        MarkNodeRisk(subject, "", now)
+        for subject in sorted(risk.warned)
+        if _node_warnable(nodes.get(subject))
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Pressure:
+    """Why a pool is at risk, as its warnings say it: the pool's totals only."""
+
+    free_gpus: int
+    demand_gpus: int
+    window_s: int
+    held: bool
+
+    def why(self) -> str:
+        if self.held:
+            return "an on-demand customer was just refused in this pool"
+        return (
+            f"on-demand launches asked for {self.demand_gpus} GPUs here in the last "
+            f"{self.window_s // 60} min and {self.free_gpus} are free"
+        )
+
+    def data(self, pool: PoolKey) -> dict[str, object]:
+        return {
+            "risk": RISK_NEXT,
+            "pool": str(pool),
+            "free_gpus": self.free_gpus,
+            "recent_on_demand_gpus": self.demand_gpus,
+            "window_s": self.window_s,
+            "hold": self.held,
+        }
+
+
+def risk_event(inst: InstanceState, now: Timestamp, pressure: Pressure) -> EmitEvent:
     """The warning, to the instance's owner: what it means and what to do. It names no other
     instance and no on-demand customer, only the pool's totals."""
-    why = (
-        "an on-demand customer was just refused in this pool"
-        if held
-        else f"on-demand launches asked for {demand_gpus} GPUs here in the last "
-        f"{window_s // 60} min and {free_gpus} are free"
-    )
     message = (
-        f"at risk of being reclaimed for on-demand work ({why}): it would be among the next "
-        "victims; save a checkpoint now so that a reclaim loses little (advice, not a notice)"
+        f"at risk of being reclaimed for on-demand work ({pressure.why()}): it would be among "
+        "the next victims; save a checkpoint now so that a reclaim loses little (advice, not a "
+        "notice)"
     )
-    data = {
-        "risk": RISK_NEXT,
-        "pool": str(inst.pool),
-        "free_gpus": free_gpus,
-        "recent_on_demand_gpus": demand_gpus,
-        "window_s": window_s,
-        "hold": held,
-    }
     return EmitEvent(
-        "instance", inst.id, Reason.PREEMPTION_RISK, message, now, inst.account_id, data
+        "instance",
+        inst.id,
+        Reason.PREEMPTION_RISK,
+        message,
+        now,
+        inst.account_id,
+        pressure.data(inst.pool),
     )
+
+
+def node_risk_effects(node: NodeState, now: Timestamp, pressure: Pressure) -> list[RiskEffect]:
+    """A cluster node's warning: the event and webhook to the cluster's owner, and the mark on
+    the node that the cluster's own tooling can watch (its pods are the customer's, not ours to
+    advise one by one)."""
+    message = (
+        f"node {node.id} of cluster {node.cluster_id} is at risk of being reclaimed for "
+        f"on-demand work ({pressure.why()}): it would be among the next nodes drained; "
+        "checkpoint the work on it now so that a reclaim loses little (advice, not a notice)"
+    )
+    data = pressure.data(node.pool) | {"cluster_id": node.cluster_id}
+    event = EmitEvent("node", node.id, Reason.PREEMPTION_RISK, message, now, node.account_id, data)
+    return [event, MarkNodeRisk(node.id, RISK_NEXT, now)]
+
+
+def node_risk_since(risk: RiskState, node: NodeState) -> Timestamp | None:
+    """When a serving preemptible node was warned in its pool's current episode (its mark's
+    time), or None: what a cluster's view shows beside the node. O(log n)."""
+    return risk.warned_at(node.pool, node.id) if _node_warnable(node) else None
 
 
 def risk_answer(risk: RiskState, inst: InstanceState | None) -> dict[str, object] | None:
