@@ -87,7 +87,8 @@ function nodesTable(cluster, state) {
   return table([
     ["Node", (n) => n.id, "mono"],
     ["Compute class", (n) => badge(n.compute_class)],
-    ["State", (n) => badge(n.status)],
+    // a node among the next victims (`risk`: "next") says so beside its state: advice, not a notice
+    ["State", (n) => (n.risk ? h("span", {}, badge(n.status), " ", badge("at risk", "warning")) : badge(n.status))],
     ["GPUs", (n) => n.gpus, "num"],
     ["Host", (n) => (n.host_id ? `${n.host_id} [${n.gpu_indices.join(",")}]` : "waiting in queue"), "mono"],
     ["Taints", (n) => n.taints.map((t) => `${t.key}=${t.value}:${t.effect}`).join(" ") || "—", "mono"],
