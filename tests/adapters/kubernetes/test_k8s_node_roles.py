@@ -12,6 +12,7 @@ from lowcostgpu.adapters.kubernetes.node_roles import (
     cluster_role,
     draining_role,
     pool_role,
+    risk_mark,
     role_patch,
 )
 from lowcostgpu.core.nodes import Taint
@@ -124,3 +125,31 @@ def test_every_key_follows_the_prefix() -> None:
     keys = [names.cluster_label, names.compute_class_label, names.taint.key,
             names.draining_taint.key, names.drain_finalizer, names.drain_deadline]  # fmt: skip
     assert all(k.startswith("together.ai/") for k in keys)
+
+
+@pytest.mark.parametrize(
+    ("risk", "label", "since"), [("next", "next", "1700000000"), ("", None, None)]
+)
+def test_a_risk_mark_moves_only_the_risk_label_and_annotation(
+    risk: str, label: str | None, since: str | None
+) -> None:
+    serving = node({N.cluster_label: "c-1"}, [taint(N.taint), THEIRS], False, ["theirs/keep"])
+    if not risk:
+        serving.metadata.labels[N.risk_label] = "next"
+        serving.metadata.annotations[N.risk_since] = "1700000000"
+    change = risk_mark(serving, N, risk, 1700000000)
+    assert change is not None
+    assert change["labels"] == {N.risk_label: label}
+    assert change["annotations"] == {N.risk_since: since}
+    assert sorted(t["key"] for t in change["taints"]) == sorted([N.taint.key, "nvidia.com/gpu"])
+    assert change["unschedulable"] is False and change["finalizers"] == ["theirs/keep"]
+    assert risk_mark(node(), N, "", 0) is None  # nothing to clear: no patch
+
+
+def test_a_drain_and_the_pool_drop_the_risk_mark() -> None:
+    warned = node({N.cluster_label: "c-1", N.risk_label: "next"}, [taint(N.taint)], False)
+    warned.metadata.annotations[N.risk_since] = "1700000000"
+    for change in (draining_role(warned, N, {N.drain_deadline: "1"}), pool_role(warned, N)):
+        assert change is not None
+        assert change["labels"][N.risk_label] is None
+        assert change["annotations"][N.risk_since] is None

@@ -120,6 +120,16 @@ class KubeNames:
         return self.key("drain-reason")
 
     @property
+    def risk_label(self) -> str:
+        """`next` on a preemptible cluster node among the next victims of on-demand reclaims
+        (`core.effects.MarkNodeRisk`): what the cluster's own tooling can select on."""
+        return self.key("preemption-risk")
+
+    @property
+    def risk_since(self) -> str:
+        return self.key("preemption-risk-since")  # Unix seconds: when the node was warned
+
+    @property
     def drain_finalizer(self) -> str:
         """On a Node while it drains: nobody deletes it from under the drain."""
         return self.key("drain")

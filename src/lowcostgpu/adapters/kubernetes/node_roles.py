@@ -47,8 +47,9 @@ def _others(node: Any, names: KubeNames) -> list[dict[str, Any]]:
 
 def _role_keys(names: KubeNames) -> tuple[list[str], list[str]]:
     labels = [names.cluster_label, names.compute_class_label, names.plane_label]
-    labels.append(names.key("allocation"))
+    labels += [names.key("allocation"), names.risk_label]
     annotations = [names.node_id, names.allocation_id, names.drain_deadline, names.drain_reason]
+    annotations.append(names.risk_since)
     return labels, annotations
 
 
@@ -80,11 +81,28 @@ def draining_role(node: Any, names: KubeNames, annotations: Mapping[str, str]) -
         taints.append(_taint(names.taint))
     taints.append(_taint(names.draining_taint))
     change: Change = {
-        "labels": {},
-        "annotations": dict(annotations),
+        "labels": {names.risk_label: None},  # the notice replaces the advice
+        "annotations": {names.risk_since: None} | dict(annotations),
         "taints": taints,
         "unschedulable": True,
         "finalizers": _finalizers(node, names, drain=True),
+    }
+    return _if_changed(node, change)
+
+
+def risk_mark(node: Any, names: KubeNames, risk: str, at: int) -> Change | None:
+    """A serving cluster node marked at risk of reclaim (`risk` "next", warned at `at`) or
+    unmarked (`risk` ""): only the risk label and annotation move; taints, cordon and
+    finalizers stay as they are."""
+    taints = _others(node, names)
+    present = {t.key for t in node.spec.taints or []}
+    taints += [_taint(t) for t in (names.taint, names.draining_taint) if t.key in present]
+    change: Change = {
+        "labels": {names.risk_label: risk or None},
+        "annotations": {names.risk_since: str(at) if risk else None},
+        "taints": taints,
+        "unschedulable": bool(node.spec.unschedulable),
+        "finalizers": list(node.metadata.finalizers or []),
     }
     return _if_changed(node, change)
 

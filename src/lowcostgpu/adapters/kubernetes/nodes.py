@@ -27,6 +27,9 @@ tolerate cordons). The core decides; this provider carries out its effects:
   ended (terminating pods still count: their containers may still hold the GPUs; an ended pod
   holds none); `KillWorkload` at the deadline deletes
   what is left (`drain.KILL_GRACE_S`); `RemoveNode` puts the host back in the pool.
+- `MarkNodeRisk`: a serving preemptible node among the next victims gets the risk label
+  (`<prefix>/preemption-risk=next`) and annotation, or loses them when the pressure ends; a
+  draining Node is never marked (its drain drops the mark: the notice replaces the advice).
 
 Every operation is idempotent and checks that the Node still carries the node it is about
 (`node-id` annotation): a late replay never touches the host's next role.
@@ -50,6 +53,7 @@ from lowcostgpu.adapters.kubernetes.node_roles import (
     draining_role,
     has_node,
     pool_role,
+    risk_mark,
     role_patch,
 )
 from lowcostgpu.adapters.kubernetes.objects import (
@@ -105,6 +109,8 @@ class KubernetesNodes:
                 self.cordon(str(p["node_id"]), entry.key)
             case "RemoveNode":
                 self.remove(str(p["node_id"]))
+            case "MarkNodeRisk":
+                self.mark_risk(str(p["node_id"]), str(p["risk"]), int(p["at"]))
 
     def add(self, payload: Mapping[str, Any]) -> None:
         node_id, host = str(payload["node_id"]), str(payload["host_id"])
@@ -152,6 +158,31 @@ class KubernetesNodes:
             return
         self._node_event(node, state, effect_key)
         self._drain(node)
+
+    def mark_risk(self, node_id: str, risk: str, at: int) -> None:
+        """The risk label and annotation on the Node that serves `node_id`, or their removal
+        (`risk` ""). A draining Node is not marked (its notice replaces the advice); a host
+        that serves another role now is left alone (a late replay)."""
+        state = self._state(node_id)
+        if state is None or state.host_id is None:
+            log.info("risk mark of %s: the node is gone already", node_id)
+            return
+        host = state.host_id
+
+        def serving(n: Any) -> Any | None:
+            if not has_node(n, self.names, node_id):
+                return None
+            draining = self.names.drain_deadline in (n.metadata.annotations or {})
+            return None if draining and risk else n
+
+        done = self._patch(
+            host,
+            serving,
+            lambda n: risk_mark(n, self.names, risk, at),
+            what=f"{'marking' if risk else 'unmarking'} host {host} (node {node_id}) at risk",
+        )
+        if done is None:
+            log.info("risk mark of %s: host %s is draining or holds another role", node_id, host)
 
     def remove(self, node_id: str) -> None:
         """The host goes back to the pool (cordoned, our labels, taints and finalizer gone)."""
