@@ -255,6 +255,16 @@ class Slurm:
         out = self.run(["scontrol", "show", "node", "-o", name], what=f"reading Slurm node {name}")
         return _key_values(out)
 
+    def node_comment(self, name: str) -> str:
+        """The node's free-text `Comment` whole (`sinfo -O Comment`; "" for none)."""
+        out = self.run(
+            ["sinfo", "-h", "-N", "-n", name, "-O", "Comment:1000"],
+            what=f"reading the comment of Slurm node {name}",
+        )
+        lines = out.splitlines()
+        comment = lines[0].strip() if lines else ""
+        return "" if comment == "(null)" else comment
+
     def partitions(self) -> set[str]:
         """The names of every partition, empty ones too (`sinfo -a -o %R`)."""
         out = self.run(["sinfo", "-h", "-a", "-o", "%R"], what="listing the Slurm partitions")

@@ -25,6 +25,9 @@ allocation, and `RemoveNode` (`core.nodes`); this provider makes them true in sl
   Jobs submitted `--no-requeue` (or under `JobRequeue=0` without `--requeue`) are left ended.
 - `RemoveNode`: the host leaves the partition, loses the feature, `State=RESUME`: it is back in
   the pool (partition `lowcostgpu`).
+- `MarkNodeRisk`: a serving preemptible node among the next victims gets the comment
+  `lowcostgpu: preemption-risk=next since=<UTC>` (`node_risk`), cleared when the pressure ends,
+  at its drain and at its removal; a draining node is never marked.
 
 State: the records of `node_records` (a JSON file per node in `state_dir`), and slurmctld's own.
 Every `reports()` puts back what a `scontrol reconfigure` dropped (partitions, features, drains),
@@ -53,6 +56,7 @@ from lowcostgpu.adapters.slurm.node_records import (
     check_id,
     members,
 )
+from lowcostgpu.adapters.slurm.node_risk import set_risk_comment
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from lowcostgpu.domain.status import NodeStatus
@@ -123,6 +127,8 @@ class SlurmNodes:
                 self.cordon(str(p["node_id"]))
             case "RemoveNode":
                 self.remove(str(p["node_id"]))
+            case "MarkNodeRisk":
+                self.mark_risk(str(p["node_id"]), str(p["risk"]), int(p["at"]))
 
     def add(self, payload: Mapping[str, Any]) -> None:
         node_id, cluster_id = str(payload["node_id"]), str(payload["cluster_id"])
@@ -163,6 +169,19 @@ class SlurmNodes:
                 log.warning("cordon of %s: the store holds no drain for it; nothing done", node_id)
                 return
             self._drain(record)
+
+    def mark_risk(self, node_id: str, risk: str, at: int) -> None:
+        """The node's risk comment (`node_risk`), or its removal (`risk` ""). A draining node is
+        not marked (its drain reason replaces the advice); a node with no record is gone."""
+        with self._lock:
+            record = self.records.get(node_id)
+            if record is None:
+                log.info("risk mark of %s: the node is gone already", node_id)
+                return
+            if risk and record.drain is not None:
+                log.info("risk mark of %s: the node is draining", node_id)
+                return
+            set_risk_comment(self.slurm, record.host, risk, at)
 
     def remove(self, node_id: str) -> None:
         with self._lock:
@@ -316,6 +335,7 @@ class SlurmNodes:
         rest = [r for r in self.records.all() if r.node_id != record.node_id]
         info = self._infos().get(record.host)
         if info is not None:
+            set_risk_comment(self.slurm, record.host, "", 0)
             if record.partition in info.partitions:
                 self._set_members(record.partition, members(rest, record.partition))
             alone = not any(r.host == record.host for r in rest)
@@ -369,6 +389,7 @@ class SlurmNodes:
         assert record.drain is not None
         fields = {"NodeName": record.host, "State": "DRAIN", "Reason": drain_reason(record.drain)}
         self.slurm.update("NodeName", fields, what=f"draining Slurm node {record.host}")
+        set_risk_comment(self.slurm, record.host, "", 0)  # the notice replaces the advice
 
     def _with_drain(self, record: NodeRecord, reason: str | None = None) -> NodeRecord:
         """The record with its drain: as recorded, else from the store's node (its deadline),
