@@ -252,6 +252,8 @@ def test_a_node_among_the_next_victims_is_warned_marked_shown_and_cleared() -> N
     marks = [p for kind, p in nodes.seen if kind == "MarkNodeRisk"]
     assert [(p["node_id"], p["risk"]) for p in marks] == [(node, "next")]  # right after commit
     assert w.plane.clusters.get_cluster(c).risk_since == {node: warning.at}
+    w.plane.reload()  # a lead regained (or a stale write): the warned are kept, as holds are
+    assert w.plane.clusters.get_cluster(c).risk_since == {node: warning.at}
     w.tick(1)
     w.runtime.finish(w.allocation(od), 0)  # the on-demand work ends: its host frees
     w.tick(1)

@@ -61,6 +61,7 @@ from lowcostgpu.core.lifecycle import (
 from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.core.nodes import DEFAULT_NAMING, NodeNaming
 from lowcostgpu.core.retries import RetryPolicy
+from lowcostgpu.core.risk import NO_RISK
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Host, PoolKey, Timestamp
 from lowcostgpu.domain.catalog import Catalog
@@ -146,6 +147,7 @@ class ControlPlane:
         self._planned_wake_at: Timestamp | None = None  # the deadline the loop sleeps towards
         self._meter: Meter | None = None
         self._kept_holds: Mapping[PoolKey, OnDemandHold] = {}  # across a reload of the state
+        self._kept_risk = NO_RISK  # so are the warned (a restart forgets both: `core.risk`)
         self._standby_lock = threading.Lock()
         self._standby_state: tuple[Timestamp, EngineState] | None = None  # (loaded at, state)
         self.checkpoint_ages = CheckpointAges()  # what the fairness policy charges non-reporters
@@ -185,7 +187,7 @@ class ControlPlane:
             gc.disable()
             try:
                 live = LiveState.load(self.store, self.hosts)
-                live.state = replace(live.state, holds=self._kept_holds)
+                live.state = replace(live.state, holds=self._kept_holds, risk=self._kept_risk)
                 interval_s, now = self.config.metering_interval_s, self.clock.now()
                 self._meter = Meter.load(self.store, live, interval_s, now)
                 self._live, self._view = live, live.state
@@ -204,6 +206,7 @@ class ControlPlane:
         self.observer.missed()  # the state loaded next may not be what the changes were after
         if self._live is not None:
             self._kept_holds = self._live.state.holds
+            self._kept_risk = self._live.state.risk
         self._live, self._meter, self._view = None, None, None
 
     def snapshot(self) -> EngineState:

@@ -1,7 +1,7 @@
 """A preemptible cluster node among the next victims, on a real kube-apiserver: the Node gets the
 risk label and annotation right after the decision (what a customer's DaemonSet can select on),
 loses them when the demand ends, never gets them while draining or after it left the cluster,
-and a replayed mark changes nothing."""
+a replayed mark changes nothing, and a new leader clears the marks an old one left."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from kubelet import FakeKubelet
 from test_k8s_drain import tick_until
 
 from lowcostgpu.adapters.kubernetes import Kube
+from lowcostgpu.adapters.kubernetes.nodes import KubernetesNodes
 from lowcostgpu.domain.status import InstanceStatus
 
 
@@ -73,3 +74,22 @@ def test_a_reclaimed_node_loses_its_mark_and_a_late_replay_does_not_bring_it_bac
     tick_until(world, lambda: world.cluster_of(host) is None, what="the host back in the pool")
     world.nodes.carry_out(mark, world.runtime)  # a replay after it left the cluster: nothing
     assert marked(world, host) == (None, None) and world.node(host).spec.unschedulable
+
+
+def test_a_new_leader_clears_the_marks_a_previous_one_left_but_keeps_its_own(
+    world: K8sWorld, kubelet: FakeKubelet
+) -> None:
+    """The risk state is not stored: a restarted plane would never clear an old mark itself."""
+    c = world.cluster(desired=8)
+    world.plane.tick()
+    (host,) = world.node_names(c, "preemptible")
+    world.on_demand(8)
+    assert marked(world, host)[0] == "next"
+    world.nodes.reports()  # the process that marked it: its own mark stays
+    assert marked(world, host)[0] == "next"
+    restarted = KubernetesNodes(
+        world.kube, world.store, names=world.names, plane=world.namespace, hosts=world.hosts
+    )
+    restarted.reports()
+    assert marked(world, host) == (None, None)
+    assert world.cluster_of(host) == c and not world.node(host).spec.unschedulable

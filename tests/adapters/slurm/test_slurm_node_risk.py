@@ -76,3 +76,16 @@ def test_a_sites_own_comment_is_never_overwritten_or_cleared(world: NodesWorld) 
     assert comment(world) == "rack 4, PSU swapped"
     mark(world, node, "", AT + 60)
     assert comment(world) == "rack 4, PSU swapped"
+
+
+def test_a_new_leader_clears_the_marks_a_previous_one_left_but_keeps_its_own(
+    world: NodesWorld,
+) -> None:
+    """The risk state is not stored: a restarted plane would never clear an old mark itself."""
+    node = world.node(HOST)
+    world.add(node)
+    mark(world, node)
+    world.nodes.reports()  # the process that marked it: its own mark stays
+    assert comment(world) == risk_comment("next", AT)
+    world.provider().reports()  # a restarted control plane, on the same records
+    assert comment(world) == ""

@@ -97,6 +97,8 @@ class KubernetesNodes:
         self._pool_checked_at = float("-inf")
         self._explained: set[str] = set()  # pods whose Warning was posted by this process
         self._warned: set[str] = set()  # pods told of their eviction by this process
+        self._risk_marks_checked = False  # a new process's risk state is empty: see reports()
+        self._marked: set[str] = set()  # hosts this process marked at risk
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -183,6 +185,8 @@ class KubernetesNodes:
         )
         if done is None:
             log.info("risk mark of %s: host %s is draining or holds another role", node_id, host)
+        elif risk:
+            self._marked.add(host)
 
     def remove(self, node_id: str) -> None:
         """The host goes back to the pool (cordoned, our labels, taints and finalizer gone)."""
@@ -219,9 +223,26 @@ class KubernetesNodes:
         """One report per Node in a role of ours; a pass over draining ones (PDB retries);
         pending pods that can never land on our nodes get a Warning Event that says why."""
         nodes = self._list_nodes({self.names.plane_label: self.plane})
+        if not self._risk_marks_checked:
+            self._clear_stale_risk_marks(nodes)
         self._keep_pool_cordoned()
         self.explain_pending(nodes)
         return [self._report(node) for node in nodes]
+
+    def _clear_stale_risk_marks(self, nodes: list[Any]) -> None:
+        """At this process's first look, the risk marks a previous leader left: the risk state
+        is not stored (`core.risk`), so no decision of ours would ever clear them; a pool still
+        under pressure marks its next victims again in a new episode. O(role Nodes), once."""
+        for node in nodes:
+            name = node.metadata.name
+            if self.names.risk_label in (node.metadata.labels or {}) and name not in self._marked:
+                self._patch(
+                    name,
+                    lambda n: n,
+                    lambda n: risk_mark(n, self.names, "", 0),
+                    what=f"clearing a previous leader's risk mark on host {name}",
+                )
+        self._risk_marks_checked = True
 
     def check_pod(self, namespace: str, name: str) -> None:
         """`InvalidRequest` (what is wrong, what to do) if the pod can never land on our nodes."""

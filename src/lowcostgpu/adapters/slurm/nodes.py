@@ -115,6 +115,8 @@ class SlurmNodes:
         self.clock = clock
         self.records = NodeRecords(state_dir)
         self._lock = threading.RLock()  # effects and the loop's observe may run in two threads
+        self._risk_marks_checked = False  # the risk state is not stored: a new process clears
+        self._marked: set[str] = set()  # hosts this process marked at risk (not stale)
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -182,6 +184,8 @@ class SlurmNodes:
                 log.info("risk mark of %s: the node is draining", node_id)
                 return
             set_risk_comment(self.slurm, record.host, risk, at)
+            if risk:
+                self._marked.add(record.host)
 
     def remove(self, node_id: str) -> None:
         with self._lock:
@@ -243,6 +247,11 @@ class SlurmNodes:
                 return []
             try:
                 self._make_true(records, self._infos())
+                if not self._risk_marks_checked:  # a previous leader's marks: see K8s `reports`
+                    for r in records:
+                        if r.host not in self._marked:
+                            set_risk_comment(self.slurm, r.host, "", 0)
+                    self._risk_marks_checked = True
             except (InvalidRequest, NotFound, Conflict) as exc:
                 log.warning("Slurm cluster nodes: could not restore their partitions: %s", exc)
             return [self._report(r) for r in records]
