@@ -93,3 +93,17 @@ def test_a_new_leader_clears_the_marks_a_previous_one_left_but_keeps_its_own(
     restarted.reports()
     assert marked(world, host) == (None, None)
     assert world.cluster_of(host) == c and not world.node(host).spec.unschedulable
+
+
+def test_a_mark_retried_after_a_later_clear_does_not_undo_it(
+    world: K8sWorld, kubelet: FakeKubelet
+) -> None:
+    """The outbox retries a failed entry after later ones have been carried out."""
+
+    c = world.cluster(desired=8)
+    world.plane.tick()
+    (host,) = world.node_names(c, "preemptible")
+    (node_id,) = [n.id for n in world.plane.clusters.get_cluster(c).nodes if n.host_id == host]
+    world.nodes.mark_risk(node_id, "", 2_000)  # the episode's end, carried out first
+    world.nodes.mark_risk(node_id, "next", 1_000)  # the warning's entry, retried late
+    assert marked(world, host) == (None, None)

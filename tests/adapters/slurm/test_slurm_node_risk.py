@@ -89,3 +89,12 @@ def test_a_new_leader_clears_the_marks_a_previous_one_left_but_keeps_its_own(
     assert comment(world) == risk_comment("next", AT)
     world.provider().reports()  # a restarted control plane, on the same records
     assert comment(world) == ""
+
+
+def test_a_mark_retried_after_a_later_clear_does_not_undo_it(world: NodesWorld) -> None:
+    """The outbox retries a failed entry after later ones have been carried out."""
+    node = world.node(HOST)
+    world.add(node)
+    mark(world, node, "", AT + 60)  # the episode's end, carried out first
+    mark(world, node, "next", AT)  # the warning's entry, retried late
+    assert comment(world) == ""

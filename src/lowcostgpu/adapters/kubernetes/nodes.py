@@ -99,6 +99,7 @@ class KubernetesNodes:
         self._warned: set[str] = set()  # pods told of their eviction by this process
         self._risk_marks_checked = False  # a new process's risk state is empty: see reports()
         self._marked: set[str] = set()  # hosts this process marked at risk
+        self._mark_at: dict[str, int] = {}  # node id → its latest mark's time (until removed)
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -169,6 +170,10 @@ class KubernetesNodes:
         if state is None or state.host_id is None:
             log.info("risk mark of %s: the node is gone already", node_id)
             return
+        if at < self._mark_at.get(node_id, at):  # the outbox retries a failed entry late
+            log.info("risk mark of %s at %d: a later one was carried out already", node_id, at)
+            return
+        self._mark_at[node_id] = at
         host = state.host_id
 
         def serving(n: Any) -> Any | None:
@@ -190,6 +195,7 @@ class KubernetesNodes:
 
     def remove(self, node_id: str) -> None:
         """The host goes back to the pool (cordoned, our labels, taints and finalizer gone)."""
+        self._mark_at.pop(node_id, None)
         state = self._state(node_id)
         if state is None or state.host_id is None:
             return

@@ -1,9 +1,9 @@
 """A Slurm node's preemption-risk mark: its `Comment` (Slurm 22.05 has a free-text comment per
-node, shown by `scontrol show node` and `sinfo -N -O NodeHost,Comment`).
+node, shown by `scontrol show node` and `sinfo -N -O NodeList,Comment`).
 
 The core emits `MarkNodeRisk` for a preemptible cluster node among the next victims of on-demand
 reclaims, and again with no risk when the pressure ends (`core.risk`); `sinfo -N -O
-NodeHost,Comment:80` lists the marked nodes. The comment, rather than
+NodeList,Comment:80` lists the marked nodes. The comment, rather than
 a node feature, carries it because features change where Slurm schedules jobs, and advice must
 not. A comment the site wrote itself (not starting with `RISK_PREFIX`) is never overwritten or
 cleared: the mark is then only in the event. Every call is idempotent: the node is read first,

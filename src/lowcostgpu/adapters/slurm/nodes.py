@@ -117,6 +117,7 @@ class SlurmNodes:
         self._lock = threading.RLock()  # effects and the loop's observe may run in two threads
         self._risk_marks_checked = False  # the risk state is not stored: a new process clears
         self._marked: set[str] = set()  # hosts this process marked at risk (not stale)
+        self._mark_at: dict[str, int] = {}  # node id → its latest mark's time (until removed)
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -180,12 +181,23 @@ class SlurmNodes:
             if record is None:
                 log.info("risk mark of %s: the node is gone already", node_id)
                 return
+            if not self._latest_mark(node_id, at):
+                return
             if risk and record.drain is not None:
                 log.info("risk mark of %s: the node is draining", node_id)
                 return
             set_risk_comment(self.slurm, record.host, risk, at)
             if risk:
                 self._marked.add(record.host)
+
+    def _latest_mark(self, node_id: str, at: int) -> bool:
+        """Whether a mark of `at` is not older than the node's last one: the outbox retries a
+        failed entry after later ones, and a late "next" must not undo a clear."""
+        if at < self._mark_at.get(node_id, at):
+            log.info("risk mark of %s at %d: a later one was carried out already", node_id, at)
+            return False
+        self._mark_at[node_id] = at
+        return True
 
     def remove(self, node_id: str) -> None:
         with self._lock:
@@ -344,10 +356,11 @@ class SlurmNodes:
         rest = [r for r in self.records.all() if r.node_id != record.node_id]
         info = self._infos().get(record.host)
         if info is not None:
-            set_risk_comment(self.slurm, record.host, "", 0)
             if record.partition in info.partitions:
                 self._set_members(record.partition, members(rest, record.partition))
             alone = not any(r.host == record.host for r in rest)
+            if alone:  # else the comment is the other record's
+                set_risk_comment(self.slurm, record.host, "", 0)
             if record.preemptible and FEATURE in info.features and alone:
                 self._feature(record.host, add=False)
             if "drain" in info.state.lower() and info.reason.startswith(REASON_PREFIX):
@@ -356,6 +369,7 @@ class SlurmNodes:
                     "NodeName", {"NodeName": record.host, "State": "RESUME"}, what=what
                 )
         self.records.delete(record.node_id)
+        self._mark_at.pop(record.node_id, None)
 
     def _make_true(self, records: list[NodeRecord], infos: Mapping[str, NodeInfo]) -> None:
         """Partitions, features and drains as the records say (a reconfigure drops them)."""
