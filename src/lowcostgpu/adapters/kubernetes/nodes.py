@@ -63,6 +63,7 @@ from lowcostgpu.adapters.kubernetes.objects import (
     node_ref,
     pod_ref,
 )
+from lowcostgpu.adapters.risk_marks import RiskMarks
 from lowcostgpu.core.nodes import DRAIN_PREEMPTED, NodeState
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from lowcostgpu.domain.events import iso_utc
@@ -97,9 +98,7 @@ class KubernetesNodes:
         self._pool_checked_at = float("-inf")
         self._explained: set[str] = set()  # pods whose Warning was posted by this process
         self._warned: set[str] = set()  # pods told of their eviction by this process
-        self._risk_marks_checked = False  # a new process's risk state is empty: see reports()
-        self._marked: set[str] = set()  # hosts this process marked at risk
-        self._mark_at: dict[str, int] = {}  # node id → its latest mark's time (until removed)
+        self._risk_marks = RiskMarks()
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -170,10 +169,8 @@ class KubernetesNodes:
         if state is None or state.host_id is None:
             log.info("risk mark of %s: the node is gone already", node_id)
             return
-        if at < self._mark_at.get(node_id, at):  # the outbox retries a failed entry late
-            log.info("risk mark of %s at %d: a later one was carried out already", node_id, at)
+        if not self._risk_marks.latest(node_id, at):
             return
-        self._mark_at[node_id] = at
         host = state.host_id
 
         def serving(n: Any) -> Any | None:
@@ -190,12 +187,10 @@ class KubernetesNodes:
         )
         if done is None:
             log.info("risk mark of %s: host %s is draining or holds another role", node_id, host)
-        elif risk:
-            self._marked.add(host)
 
     def remove(self, node_id: str) -> None:
         """The host goes back to the pool (cordoned, our labels, taints and finalizer gone)."""
-        self._mark_at.pop(node_id, None)
+        self._risk_marks.forget(node_id)
         state = self._state(node_id)
         if state is None or state.host_id is None:
             return
@@ -229,7 +224,7 @@ class KubernetesNodes:
         """One report per Node in a role of ours; a pass over draining ones (PDB retries);
         pending pods that can never land on our nodes get a Warning Event that says why."""
         nodes = self._list_nodes({self.names.plane_label: self.plane})
-        if not self._risk_marks_checked:
+        if not self._risk_marks.checked:
             self._clear_stale_risk_marks(nodes)
         self._keep_pool_cordoned()
         self.explain_pending(nodes)
@@ -241,14 +236,16 @@ class KubernetesNodes:
         under pressure marks its next victims again in a new episode. O(role Nodes), once."""
         for node in nodes:
             name = node.metadata.name
-            if self.names.risk_label in (node.metadata.labels or {}) and name not in self._marked:
+            node_id = (node.metadata.annotations or {}).get(self.names.node_id)
+            marked = self.names.risk_label in (node.metadata.labels or {})
+            if marked and not self._risk_marks.ours(node_id):
                 self._patch(
                     name,
                     lambda n: n,
                     lambda n: risk_mark(n, self.names, "", 0),
                     what=f"clearing a previous leader's risk mark on host {name}",
                 )
-        self._risk_marks_checked = True
+        self._risk_marks.checked = True
 
     def check_pod(self, namespace: str, name: str) -> None:
         """`InvalidRequest` (what is wrong, what to do) if the pod can never land on our nodes."""

@@ -48,6 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lowcostgpu.adapters.risk_marks import RiskMarks
 from lowcostgpu.adapters.slurm.cli import NodeInfo, NodeJob, Slurm, no_batch_shell
 from lowcostgpu.adapters.slurm.node_records import (
     Drain,
@@ -115,9 +116,7 @@ class SlurmNodes:
         self.clock = clock
         self.records = NodeRecords(state_dir)
         self._lock = threading.RLock()  # effects and the loop's observe may run in two threads
-        self._risk_marks_checked = False  # the risk state is not stored: a new process clears
-        self._marked: set[str] = set()  # hosts this process marked at risk (not stale)
-        self._mark_at: dict[str, int] = {}  # node id → its latest mark's time (until removed)
+        self._risk_marks = RiskMarks()
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -181,23 +180,12 @@ class SlurmNodes:
             if record is None:
                 log.info("risk mark of %s: the node is gone already", node_id)
                 return
-            if not self._latest_mark(node_id, at):
+            if not self._risk_marks.latest(node_id, at):
                 return
             if risk and record.drain is not None:
                 log.info("risk mark of %s: the node is draining", node_id)
                 return
             set_risk_comment(self.slurm, record.host, risk, at)
-            if risk:
-                self._marked.add(record.host)
-
-    def _latest_mark(self, node_id: str, at: int) -> bool:
-        """Whether a mark of `at` is not older than the node's last one: the outbox retries a
-        failed entry after later ones, and a late "next" must not undo a clear."""
-        if at < self._mark_at.get(node_id, at):
-            log.info("risk mark of %s at %d: a later one was carried out already", node_id, at)
-            return False
-        self._mark_at[node_id] = at
-        return True
 
     def remove(self, node_id: str) -> None:
         with self._lock:
@@ -259,11 +247,11 @@ class SlurmNodes:
                 return []
             try:
                 self._make_true(records, self._infos())
-                if not self._risk_marks_checked:  # a previous leader's marks: see K8s `reports`
+                if not self._risk_marks.checked:  # an earlier process's marks (`risk_marks`)
                     for r in records:
-                        if r.host not in self._marked:
+                        if not self._risk_marks.ours(r.node_id):
                             set_risk_comment(self.slurm, r.host, "", 0)
-                    self._risk_marks_checked = True
+                    self._risk_marks.checked = True
             except (InvalidRequest, NotFound, Conflict) as exc:
                 log.warning("Slurm cluster nodes: could not restore their partitions: %s", exc)
             return [self._report(r) for r in records]
@@ -369,7 +357,7 @@ class SlurmNodes:
                     "NodeName", {"NodeName": record.host, "State": "RESUME"}, what=what
                 )
         self.records.delete(record.node_id)
-        self._mark_at.pop(record.node_id, None)
+        self._risk_marks.forget(record.node_id)
 
     def _make_true(self, records: list[NodeRecord], infos: Mapping[str, NodeInfo]) -> None:
         """Partitions, features and drains as the records say (a reconfigure drops them)."""
