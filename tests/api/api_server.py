@@ -13,6 +13,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from lowcostgpu.api.server import Running, start
@@ -62,9 +63,18 @@ def kill_workloads(running: Running) -> None:
             runtime.kill(report.allocation_id)
 
 
-def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+def http_client(server: Api, name: str) -> httpx.Client:
+    """A raw HTTP client for a new account `name` (topped up with 10.00)."""
+    with server.admin() as admin:
+        created = admin.create_account(name)
+        admin.topup(created["id"], "10.00")
+    key = created["api_key"]
+    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
+def serving(tmp_path_factory: pytest.TempPathFactory, fleet: str = FLEET) -> Iterator[Api]:
     tmp = tmp_path_factory.mktemp("server")
-    (tmp / "fleet.toml").write_text(FLEET)
+    (tmp / "fleet.toml").write_text(fleet)
     options = ServeOptions(
         data_dir=tmp / "data",
         fleet=tmp / "fleet.toml",

@@ -4,16 +4,12 @@ on-demand customer whose demand caused it sees neither; the mark clears when the
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from api_server import ADMIN_KEY, Api, free_port, kill_workloads
-from test_clusters_http import client
+from api_server import Api, http_client, serving
 
-from lowcostgpu.api.server import start
-from lowcostgpu.bootstrap.serve import ServeOptions
 from waiting import wait_until
 
 FLEET = """
@@ -31,16 +27,7 @@ name = "eu-west"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    tmp = tmp_path_factory.mktemp("risk-server")
-    (tmp / "fleet.toml").write_text(FLEET)
-    options = ServeOptions(
-        data_dir=tmp / "data", fleet=tmp / "fleet.toml", port=free_port(), admin_key=ADMIN_KEY
-    )
-    running = start(options)
-    yield Api(running, running.url, options.data_dir)
-    kill_workloads(running)
-    running.stop()
-    subprocess.run(["sh", "-c", f"grep -F '{tmp}' /proc/mounts | cut -d' ' -f2 | xargs -r umount"])
+    yield from serving(tmp_path_factory, FLEET)
 
 
 def node(cluster: dict[str, Any], node_id: str) -> dict[str, Any]:
@@ -50,7 +37,7 @@ def node(cluster: dict[str, Any], node_id: str) -> dict[str, Any]:
 def test_the_cluster_owner_is_warned_and_sees_the_node_at_risk_until_the_demand_ends(
     server: Api,
 ) -> None:
-    team, bigco = client(server, "risk-team"), client(server, "risk-bigco")
+    team, bigco = http_client(server, "risk-team"), http_client(server, "risk-bigco")
     made = team.post(
         "/v1/clusters",
         json={"gpu": "a100-sxm4", "gpus_per_node": 2, "desired_preemptible_gpus": 2},

@@ -4,16 +4,13 @@ process gets SIGTERM and exits), and the cluster refills once capacity frees."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from api_server import ADMIN_KEY, Api, free_port, kill_workloads
+from api_server import Api, http_client, serving
 
-from lowcostgpu.api.server import start
-from lowcostgpu.bootstrap.serve import ServeOptions
 from waiting import wait_until
 
 FLEET = """
@@ -28,24 +25,7 @@ name = "eu-west"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    tmp = tmp_path_factory.mktemp("cluster-server")
-    (tmp / "fleet.toml").write_text(FLEET)
-    options = ServeOptions(
-        data_dir=tmp / "data", fleet=tmp / "fleet.toml", port=free_port(), admin_key=ADMIN_KEY
-    )
-    running = start(options)
-    yield Api(running, running.url, options.data_dir)
-    kill_workloads(running)
-    running.stop()
-    subprocess.run(["sh", "-c", f"grep -F '{tmp}' /proc/mounts | cut -d' ' -f2 | xargs -r umount"])
-
-
-def client(server: Api, name: str) -> httpx.Client:
-    with server.admin() as admin:
-        created = admin.create_account(name)
-        admin.topup(created["id"], "10.00")
-    key = created["api_key"]
-    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    yield from serving(tmp_path_factory, FLEET)
 
 
 def preemptible(cluster: dict[str, Any], status: str) -> list[str]:
@@ -57,7 +37,7 @@ def preemptible(cluster: dict[str, Any], status: str) -> list[str]:
 
 
 def test_reclaim_drain_and_refill_over_http(server: Api) -> None:
-    http = client(server, "kube-team")
+    http = http_client(server, "kube-team")
     body = {"gpu": "a100-sxm4", "gpus_per_node": 2, "standard_nodes": 1}
     made = http.post(
         "/v1/clusters", json={**body, "desired_preemptible_gpus": 2, "grace_period_s": 120}
@@ -111,8 +91,8 @@ def test_reclaim_drain_and_refill_over_http(server: Api) -> None:
 
 
 def test_cluster_requests_are_checked_and_owned(server: Api) -> None:
-    http = client(server, "owner")
-    other = client(server, "stranger")
+    http = http_client(server, "owner")
+    other = http_client(server, "stranger")
     refused = http.post(
         "/v1/clusters", json={"gpu": "a100-sxm4", "gpus_per_node": 1, "standard_nodes": 0}
     )
@@ -158,18 +138,9 @@ name = "eu-west"
 
 @pytest.fixture(scope="module")
 def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    tmp = tmp_path_factory.mktemp("cluster-bounds")
-    (tmp / "fleet.toml").write_text(BOUNDS_FLEET)
-    options = ServeOptions(
-        data_dir=tmp / "data", fleet=tmp / "fleet.toml", port=free_port(), admin_key=ADMIN_KEY
-    )
-    running = start(options)
-    api = Api(running, running.url, options.data_dir)
-    with client(api, "sizes") as http:
-        yield http
-    kill_workloads(running)
-    running.stop()
-    subprocess.run(["sh", "-c", f"grep -F '{tmp}' /proc/mounts | cut -d' ' -f2 | xargs -r umount"])
+    for api in serving(tmp_path_factory, BOUNDS_FLEET):  # its clean-up runs when the loop ends
+        with http_client(api, "sizes") as http:
+            yield http
 
 
 def delete_and_wait(http: httpx.Client, cid: str) -> None:

@@ -28,6 +28,14 @@ def world(kube: Kube, namespace: str) -> K8sWorld:
     return K8sWorld(kube, namespace, hosts=3)  # standard node, preemptible node, one spare
 
 
+def preemptible_node(world: K8sWorld, grace_s: int = 4) -> tuple[str, str]:
+    """A cluster with its standard node and one preemptible node: (cluster id, the host)."""
+    c = world.cluster(desired=8, grace_s=grace_s)
+    world.plane.tick()
+    (host,) = world.node_names(c, "preemptible")
+    return c, host
+
+
 def recording(world: K8sWorld) -> list[Any]:
     done: list[Any] = []
     carry_out = world.nodes.carry_out
@@ -38,9 +46,7 @@ def recording(world: K8sWorld) -> list[Any]:
 def test_the_node_is_labelled_at_risk_then_unlabelled_when_the_demand_ends(
     world: K8sWorld, kubelet: FakeKubelet
 ) -> None:
-    c = world.cluster(desired=8)
-    world.plane.tick()
-    (host,) = world.node_names(c, "preemptible")
+    c, host = preemptible_node(world)
     assert marked(world, host) == (None, None)
     od = world.on_demand(8)  # takes the spare: 8 GPUs asked for lately, none free
     label, since = marked(world, host)  # carried out right after the launch's commit
@@ -61,9 +67,7 @@ def test_a_reclaimed_node_loses_its_mark_and_a_late_replay_does_not_bring_it_bac
     world: K8sWorld, kubelet: FakeKubelet
 ) -> None:
     done = recording(world)
-    c = world.cluster(desired=8, grace_s=2)
-    world.plane.tick()
-    (host,) = world.node_names(c, "preemptible")
+    _, host = preemptible_node(world, grace_s=2)
     world.on_demand(8)
     assert marked(world, host)[0] == "next"
     world.on_demand(8)  # this one reclaims the node: the drain replaces the advice
@@ -80,9 +84,7 @@ def test_a_new_leader_clears_the_marks_a_previous_one_left_but_keeps_its_own(
     world: K8sWorld, kubelet: FakeKubelet
 ) -> None:
     """The risk state is not stored: a restarted plane would never clear an old mark itself."""
-    c = world.cluster(desired=8)
-    world.plane.tick()
-    (host,) = world.node_names(c, "preemptible")
+    c, host = preemptible_node(world)
     world.on_demand(8)
     assert marked(world, host)[0] == "next"
     world.nodes.reports()  # the process that marked it: its own mark stays
@@ -100,9 +102,7 @@ def test_a_mark_retried_after_a_later_clear_does_not_undo_it(
 ) -> None:
     """The outbox retries a failed entry after later ones have been carried out."""
 
-    c = world.cluster(desired=8)
-    world.plane.tick()
-    (host,) = world.node_names(c, "preemptible")
+    c, host = preemptible_node(world)
     (node_id,) = [n.id for n in world.plane.clusters.get_cluster(c).nodes if n.host_id == host]
     world.nodes.mark_risk(node_id, "", 2_000)  # the episode's end, carried out first
     world.nodes.mark_risk(node_id, "next", 1_000)  # the warning's entry, retried late
