@@ -34,7 +34,7 @@ class EngineWorld(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.config = SchedulerConfig(min_runtime_s=30, head_reservation_after_s=100)
-        self.state = EngineState(FleetSnapshot.build([host("h0", 4), host("h1", 2)]))
+        self.state = EngineState(FleetSnapshot.build([host("h0", 4), host("h1", 2), host("h2", 2)]))
         self.now = 0
         self.count = 0
         # The test's own account of running time: from the start report to the notice or exit.
@@ -51,14 +51,14 @@ class EngineWorld(RuleBasedStateMachine):
 
     def _stop_clock(self, subject: str) -> None:
         if subject in self.running_since:
-            gpus = self.state.instances[subject].gpus if subject in self.state.instances else 0
+            gpus = self.state.instances[subject].total_gpus
             gpus = gpus or self.true_gpus[subject]
             since = self.running_since.pop(subject)
             self.true_gpu_s[subject] = self.true_gpu_s.get(subject, 0) + gpus * (self.now - since)
 
     @property
     def true_gpus(self) -> dict[str, int]:
-        return {i.id: i.gpus for i in self.state.instances.values()}
+        return {i.id: i.total_gpus for i in self.state.instances.values()}
 
     @rule(gpus=st.integers(1, 4), on_demand=st.booleans())
     def launch(self, gpus: int, on_demand: bool) -> None:
@@ -69,6 +69,20 @@ class EngineWorld(RuleBasedStateMachine):
             self._apply(engine.launch(self.state, spec, self.now, self.config))
         except InsufficientCapacity:
             assert on_demand
+
+    @rule(gpus=st.integers(1, 2), nodes=st.integers(2, 3))
+    def launch_gang(self, gpus: int, nodes: int) -> None:
+        """A multi-node interruptible instance: `nodes` hosts of `gpus` GPUs each."""
+        self.count += 1
+        spec = LaunchSpec(
+            f"g{self.count}",
+            POOL,
+            gpus,
+            CapacityClass.INTERRUPTIBLE,
+            grace_period_s=60,
+            nodes=nodes,
+        )
+        self._apply(engine.launch(self.state, spec, self.now, self.config))
 
     def _in(self, *statuses: InstanceStatus) -> list[str]:
         return sorted(i.id for i in self.state.instances.values() if i.status in statuses)
@@ -87,8 +101,12 @@ class EngineWorld(RuleBasedStateMachine):
     @rule(data=st.data(), code=st.sampled_from([0, 1, 143]))
     def workload_exits(self, data: st.DataObject, code: int) -> None:
         subject = data.draw(st.sampled_from(self._in(_I.RUNNING, _I.INTERRUPTING, _I.STOPPING)))
-        self._stop_clock(subject)
-        self._apply(engine.report(self.state, subject, WorkloadExited(code), self.now, self.config))
+        inst = self.state.instances[subject]
+        member = data.draw(st.sampled_from(inst.allocation_ids()))  # one member of a gang
+        event = WorkloadExited(code, member)
+        self._apply(engine.report(self.state, subject, event, self.now, self.config))
+        if self.state.instances[subject].status is not _I.RUNNING:
+            self._stop_clock(subject)  # the run ended (a gang's: at its last member or a failure)
 
     @precondition(lambda self: self._in(_I.RUNNING))
     @rule(data=st.data())
@@ -133,14 +151,28 @@ class EngineWorld(RuleBasedStateMachine):
 
     @invariant()
     def fleet_and_instances_agree(self) -> None:
-        held = {a.subject_id: a.id for a in self.state.fleet.allocations()}
+        held: dict[str, set[str]] = {}
+        hosts: dict[str, list[str]] = {}
+        for a in self.state.fleet.allocations():
+            held.setdefault(a.subject_id, set()).add(a.id)
+            hosts.setdefault(a.subject_id, []).append(a.host_id)
         queued = {t.subject_id for t in self.state.fleet.tickets()}
         for i in self.state.instances.values():
             if i.status in INSTANCE_HOLDS_GPUS:
-                assert held.get(i.id) == i.allocation_id
+                assert held.get(i.id) == set(i.allocation_ids())
             else:
                 assert i.id not in held
             assert (i.id in queued) == (i.status is _I.QUEUED)
+
+    @invariant()
+    def no_partial_gang_ever_holds_gpus(self) -> None:
+        """A multi-node instance holds all its hosts or none, each a distinct host."""
+        hosts: dict[str, list[str]] = {}
+        for a in self.state.fleet.allocations():
+            hosts.setdefault(a.subject_id, []).append(a.host_id)
+        for subject, on in hosts.items():
+            inst = self.state.instances[subject]
+            assert len(on) == inst.nodes and len(set(on)) == inst.nodes
 
     @invariant()
     def the_fleet_can_be_rebuilt_from_the_instances_alone(self) -> None:

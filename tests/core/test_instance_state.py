@@ -10,12 +10,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lowcostgpu.core.instance_state import InstanceState, Run, evolve
+from lowcostgpu.core.instance_state import InstanceState, Member, Run, evolve
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.status import InstanceStatus
 
 # The identity, sizing and grace period: validated once by `__post_init__`, never changed.
-FIXED = {"id", "account_id", "pool", "gpus", "capacity_class", "auto_requeue", "grace_period_s"}
+FIXED = {
+    "id",
+    "account_id",
+    "pool",
+    "gpus",
+    "capacity_class",
+    "auto_requeue",
+    "grace_period_s",
+    "nodes",
+}
 
 BASE = InstanceState(
     "i-1",
@@ -58,6 +67,8 @@ CHANGES: dict[str, Any] = {
     "failure_reason": "exited 1",
     "completed_reported": True,
     "runs": (),
+    "members": (Member("i-1@5/r1", "h2", (0, 1)),),
+    "exited_ranks": frozenset({1}),
 }
 
 

@@ -109,7 +109,7 @@ def drain_credit(ended: EmitEvent, inst: InstanceState) -> LostWorkCredit | None
         return None
     checkpoint = _timestamp(ended.data, "last_checkpoint_at")
     gpu_s = lost_work_credit_gpu_s(
-        gpus=inst.gpus,
+        gpus=inst.total_gpus,
         run_started_at=run.started_at,
         notice_at=notice_at,
         last_checkpoint_at=checkpoint,
@@ -120,7 +120,7 @@ def drain_credit(ended: EmitEvent, inst: InstanceState) -> LostWorkCredit | None
         allocation_id=run.allocation_id,
         gpu_type=inst.pool.gpu_type,
         capacity_class=inst.capacity_class,
-        gpus=inst.gpus,
+        gpus=inst.total_gpus,
         notice_at=notice_at,
         decided_at=ended.at,
         gpu_s=gpu_s,

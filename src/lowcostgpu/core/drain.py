@@ -50,6 +50,8 @@ class Placed:
     host_id: str
     gpu_indices: Collection[int]
     waits_for: frozenset[str] = frozenset()
+    # A gang's other members, rank 1 on: (allocation id, host id, GPU indices) each.
+    members: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +68,19 @@ class WorkloadStarted:
 
 @dataclass(frozen=True, slots=True)
 class StartFailed:
+    """The workload could not start; `allocation_id`: which member of a gang ("" for rank 0)."""
+
     reason: str
+    allocation_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class WorkloadExited:
-    """The workload (for a node: its last pod) is gone; `exit_code` None when unknown."""
+    """The workload (for a node: its last pod) is gone; `exit_code` None when unknown.
+    `allocation_id`: which member of a gang ("" for rank 0, the only one of a single host)."""
 
     exit_code: int | None = None
+    allocation_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

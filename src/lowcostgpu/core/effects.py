@@ -25,6 +25,10 @@ class StartWorkload:
     host_id: str
     gpu_indices: tuple[int, ...]
     restart_count: int
+    # A gang member: its rank of `nodes`, and the host of rank 0 (torchrun's master).
+    rank: int = 0
+    nodes: int = 1
+    master_host_id: str = ""
 
     @property
     def effect_key(self) -> str:

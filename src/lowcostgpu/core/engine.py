@@ -91,6 +91,7 @@ class LaunchSpec:
     account_id: str = ""
     auto_requeue: bool = True
     grace_period_s: int = DEFAULT_GRACE_PERIOD_S
+    nodes: int = 1  # a multi-node instance: `nodes` hosts with `gpus` GPUs each (interruptible)
 
 
 def state_from_instances(
@@ -196,9 +197,15 @@ def launch(
         capacity_class=spec.capacity_class,
         auto_requeue=spec.auto_requeue,
         grace_period_s=spec.grace_period_s,
+        nodes=spec.nodes,
     )
     work = Work(state)
     if spec.capacity_class is CapacityClass.ON_DEMAND:
+        if spec.nodes > 1:
+            raise InvalidRequest(
+                f"on-demand instances run on one host: {spec.nodes} nodes were asked",
+                hint="launch multi-node work as --type interruptible, or one host per instance",
+            )
         request = Request(spec.instance_id, spec.pool, spec.gpus, spec.account_id)
         plan = place_on_demand(state.fleet, request, now, config)  # raises when impossible
         first = lifecycle.new_instance(inst, now)
@@ -217,7 +224,8 @@ def launch(
         if work.clusters or held:
             work.schedule(now, config)
         return _risk_assessed(work.done(), state, now, config, (spec.pool, spec.gpus))
-    work.fleet = enqueue(work.fleet, Ticket(inst.id, inst.pool, inst.gpus, now, inst.account_id))
+    ticket = Ticket(inst.id, inst.pool, inst.gpus, now, inst.account_id, nodes=inst.nodes)
+    work.fleet = enqueue(work.fleet, ticket)
     first = lifecycle.new_instance(inst, now)
     work.instances[inst.id] = first.state
     work.effects.extend(first.effects)

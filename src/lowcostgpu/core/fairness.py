@@ -153,7 +153,7 @@ class FairLeastWorkLost:
         checkpoint, or its save time when it believably saves at the notice."""
         estimated = alloc.last_checkpoint_at is None
         if estimated:
-            lost = alloc.gpus * self.non_reporter_lost_s(alloc.runtime_s(now))
+            lost = alloc.priced_gpus * self.non_reporter_lost_s(alloc.runtime_s(now))
         else:
             lost = alloc.lost_at_notice_gpu_s(now)
         return self.parts_with_loss(
@@ -172,9 +172,9 @@ class FairLeastWorkLost:
         return CostParts(
             lost_gpu_s=lost_gpu_s,
             lost_estimated=estimated,
-            requeue_gpu_s=alloc.gpus * self._requeue_per_gpu_s,
-            history_gpu_s=alloc.gpus * self._history_per_gpu_s(alloc, now),
-            fairness_cap_gpu_s=self._cap_gpu_s(lost_gpu_s, alloc.gpus),
+            requeue_gpu_s=alloc.priced_gpus * self._requeue_per_gpu_s,
+            history_gpu_s=alloc.priced_gpus * self._history_per_gpu_s(alloc, now),
+            fairness_cap_gpu_s=self._cap_gpu_s(lost_gpu_s, alloc.priced_gpus),
             notice_save_s=notice_save_s,
         )
 

@@ -35,7 +35,7 @@ def fleet_of(
     """The fleet the records imply: an instance or a node holding GPUs becomes its allocation
     (draining while it drains, waiting for the victims it waits for); a queued instance or
     preemptible node becomes its ticket at its original enqueue time."""
-    allocations = [allocation_of(i) for i in instances if i.allocation_id is not None]
+    allocations = [a for i in instances if i.allocation_id is not None for a in allocations_of(i)]
     allocations += [allocation_of_node(n) for n in nodes if n.allocation_id is not None]
     tickets = [ticket_for(i) for i in instances if i.status is _I.QUEUED]
     tickets += [ticket_for_node(n) for n in nodes if n.queued]
@@ -56,16 +56,19 @@ def follow_instance(fleet: FleetSnapshot, old: InstanceState, new: InstanceState
         if ticket != ticket_for(old):  # a checkpoint reported while queued: its history moved
             fleet = enqueue(dequeue_tickets(fleet, [ticket_for(old)]), ticket)
     if new.allocation_id is not None:
-        fleet = _follow_allocation(fleet, new)
+        fleet = _follow_allocation(fleet, new, new.allocation_id, new.host_id)
+        for member in new.members:
+            fleet = _follow_allocation(fleet, new, member.allocation_id, member.host_id)
     return fleet
 
 
-def _follow_allocation(fleet: FleetSnapshot, inst: InstanceState) -> FleetSnapshot:
-    """Keep the instance's allocation in step with it: a draining instance (reclaimed or
-    stopped) is never a victim again, a checkpoint lowers what a reclaim would cost, and the
+def _follow_allocation(
+    fleet: FleetSnapshot, inst: InstanceState, allocation_id: str, host_id: str | None
+) -> FleetSnapshot:
+    """Keep one of the instance's allocations in step with it: a draining instance (reclaimed
+    or stopped) is never a victim again, a checkpoint lowers what a reclaim would cost, and the
     interruption history feeds victim choice."""
-    assert inst.allocation_id is not None
-    alloc = fleet.allocation(inst.allocation_id, inst.host_id)
+    alloc = fleet.allocation(allocation_id, host_id)
     draining = alloc.draining or inst.status in DRAINING
     earlier = earlier_run_s(inst)
     if (  # most steps change none of them: no copy to compare (`replace` showed in profiles)
@@ -124,11 +127,33 @@ def ticket_for(inst: InstanceState) -> Ticket:
         last_checkpoint_at=inst.last_checkpoint_at,
         last_interrupted_at=inst.last_interrupted_at,
         interruption_count=inst.interruption_count,
+        nodes=inst.nodes,
     )
 
 
+def allocations_of(inst: InstanceState) -> list[Allocation]:
+    """The allocations of an instance that holds GPUs, as the scheduler sees them: one, or a
+    gang's, one per member (each priced at the gang's GPUs, `Allocation.gang_gpus`)."""
+    assert inst.allocation_id is not None and inst.host_id is not None
+    first = allocation_of(inst)
+    if not inst.members:
+        return [first]
+    gang = replace(first, gang_gpus=inst.total_gpus)
+    members = [
+        replace(
+            gang,
+            id=m.allocation_id,
+            host_id=m.host_id,
+            gpu_indices=frozenset(m.gpu_indices),
+            waits_for=frozenset(),
+        )
+        for m in inst.members
+    ]
+    return [gang, *members]
+
+
 def allocation_of(inst: InstanceState) -> Allocation:
-    """The allocation of an instance that holds GPUs, as the scheduler sees it."""
+    """The rank-0 allocation of an instance that holds GPUs, as the scheduler sees it."""
     assert inst.allocation_id is not None and inst.host_id is not None
     return Allocation(
         id=inst.allocation_id,

@@ -47,6 +47,16 @@ class Run:
 
 
 @dataclass(frozen=True, slots=True)
+class Member:
+    """A gang member past rank 0, on its own host: its allocation (`member_allocation_id`) and
+    GPUs. Rank 0 is the instance's own `allocation_id`, `host_id` and `gpu_indices`."""
+
+    allocation_id: str
+    host_id: str
+    gpu_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class InstanceState:
     id: str
     account_id: str
@@ -83,11 +93,46 @@ class InstanceState:
     failure_reason: str | None = None
     completed_reported: bool = False
     runs: tuple[Run, ...] = ()
+    # A multi-node instance (a gang) holds `nodes` hosts with `gpus` GPUs each: rank 0 above,
+    # the others in `members` while it holds GPUs. `exited_ranks`: the members whose workload
+    # has gone in this run (the gang's run ends when the last one has).
+    nodes: int = 1
+    members: tuple[Member, ...] = ()
+    exited_ranks: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         check_grace_period(self.grace_period_s, subject=f"instance {self.id}")
         if self.gpus < 1:
             raise InvalidRequest(f"instance {self.id}: gpus must be ≥ 1, got {self.gpus}")
+        if self.nodes < 1:
+            raise InvalidRequest(f"instance {self.id}: nodes must be ≥ 1, got {self.nodes}")
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs across all its hosts: what it is billed and metered for."""
+        return self.gpus * self.nodes
+
+    def allocation_ids(self) -> tuple[str, ...]:
+        """Every allocation it holds, rank 0 first (none when it holds no GPUs)."""
+        if self.allocation_id is None:
+            return ()
+        return (self.allocation_id, *(m.allocation_id for m in self.members))
+
+    def rank_of(self, allocation_id: str) -> int | None:
+        """The rank of the member holding `allocation_id`, None if no member of this run does."""
+        if allocation_id == self.allocation_id:
+            return 0
+        for rank, member in enumerate(self.members, start=1):
+            if member.allocation_id == allocation_id:
+                return rank
+        return None
+
+    def host_of(self, allocation_id: str) -> str | None:
+        """The host of one of its allocations (None: not one of them)."""
+        rank = self.rank_of(allocation_id)
+        if rank is None:
+            return None
+        return self.host_id if rank == 0 else self.members[rank - 1].host_id
 
     @property
     def launched(self) -> bool:
@@ -133,13 +178,15 @@ def evolve(
     failure_reason: str | _Keep | None = KEEP,
     completed_reported: bool | _Keep = KEEP,
     runs: tuple[Run, ...] | _Keep = KEEP,
+    members: tuple[Member, ...] | _Keep = KEEP,
+    exited_ranks: frozenset[int] | _Keep = KEEP,
 ) -> InstanceState:
     """`dataclasses.replace(s, ...)` of the fields a transition changes, at a quarter of the cost.
 
     Every lifecycle step makes one or more copies of the 30-field record, and `replace` (a loop
     over `fields()`, a keyword dict, `__init__` and `__post_init__`) was a third of the
     simulator's time per event. This builds the slots object directly. The identity, sizing and
-    grace period (`id` … `grace_period_s`) are not parameters: no transition changes them, so the
+    grace period (`id` … `grace_period_s`, and `nodes`) are not parameters: no transition changes them, so the
     checks of `__post_init__` already made on `s` still hold. `tests/core/test_instance_state.py`
     checks it against `replace` field by field.
     """
@@ -196,6 +243,9 @@ def evolve(
         s.completed_reported if completed_reported is KEEP else completed_reported,
     )
     _set(new, "runs", s.runs if runs is KEEP else runs)
+    _set(new, "nodes", s.nodes)
+    _set(new, "members", s.members if members is KEEP else members)
+    _set(new, "exited_ranks", s.exited_ranks if exited_ranks is KEEP else exited_ranks)
     return new
 
 
@@ -229,10 +279,16 @@ def checkpoint_words(s: InstanceState) -> str:
 
 def release_gpus(s: InstanceState, fx: list[Effect]) -> Result:
     """Free the GPUs first, then say so: the on-demand request waiting for them starts sooner."""
-    released: list[Effect] = []
-    if s.allocation_id is not None:
-        released.append(ReleaseAllocation(s.allocation_id))
-    s = evolve(s, allocation_id=None, host_id=None, gpu_indices=(), waiting_for=_NO_IDS)
+    released: list[Effect] = [ReleaseAllocation(a) for a in s.allocation_ids()]
+    s = evolve(
+        s,
+        allocation_id=None,
+        host_id=None,
+        gpu_indices=(),
+        waiting_for=_NO_IDS,
+        members=(),
+        exited_ranks=frozenset(),
+    )
     return s, released + fx
 
 

@@ -20,6 +20,8 @@ Decisions this module makes (see DESIGN.md "The drain sequence"):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from lowcostgpu.core.drain import (
     CheckpointReported,
     CompletionReported,
@@ -49,6 +51,7 @@ from lowcostgpu.core.instance_state import (
     SAVE_S_REPORTS_KEPT,
     InstanceState,
     Result,
+    Member,
     Run,
     checked_status,
     checkpoint_words,
@@ -144,7 +147,8 @@ def _enqueue(s: InstanceState, now: Timestamp) -> Result:
     if s.enqueued_at is not None:
         return s, []  # already queued: enqueueing twice changes nothing
     s = evolve(s, enqueued_at=now)
-    words = f"queued in {s.pool} for {s.gpus} GPU(s) ({s.capacity_class})"
+    size = f"{s.gpus} GPU(s)" if s.nodes == 1 else f"{s.nodes} hosts × {s.gpus} GPU(s)"
+    words = f"queued in {s.pool} for {size} ({s.capacity_class})"
     if s.capacity_class.preemptible:
         words += f": it starts when GPUs free up; `lowcostgpu show {s.id}` gives its place and ETA"
     return s, [instance_event(s, Reason.QUEUED, words, now, pool=str(s.pool), gpus=s.gpus)]
@@ -159,6 +163,8 @@ def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> Result:
         allocation_id=ev.allocation_id,
         host_id=ev.host_id,
         gpu_indices=tuple(sorted(ev.gpu_indices)),
+        members=tuple(Member(a, h, tuple(sorted(g))) for a, h, g in ev.members),
+        exited_ranks=frozenset(),
         waiting_for=frozenset(ev.waits_for),
         started_at=None,
         notice_at=None,
@@ -172,28 +178,48 @@ def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> Result:
     )
     gpus = ",".join(map(str, s.gpu_indices))
     words = f"scheduled on {ev.host_id}, GPUs {gpus}"
+    if s.members:
+        words = f"scheduled on {s.nodes} hosts ({', '.join(_hosts(s))}), {s.gpus} GPU(s) each"
     if s.waiting_for:
         words += (
             f"; starts when the interruptible work on them has left "
             f"({len(s.waiting_for)} reclaimed allocation(s), within their grace period)"
         )
-    data = {"host_id": ev.host_id, "gpu_indices": list(s.gpu_indices)}
+    data: dict[str, object] = {"host_id": ev.host_id, "gpu_indices": list(s.gpu_indices)}
+    if s.members:
+        data["host_ids"] = _hosts(s)
     fx: list[Effect] = [instance_event(s, Reason.SCHEDULED, words, now, **data)]
     if not s.waiting_for:
-        fx.append(_start_effect(s))
+        fx += _start_effects(s)
     return s, fx
 
 
-def _start_effect(s: InstanceState) -> StartWorkload:
+def _hosts(s: InstanceState) -> list[str]:
+    """The hosts it holds, by rank."""
+    return [str(s.host_id), *(m.host_id for m in s.members)]
+
+
+def _start_effects(s: InstanceState) -> list[Effect]:
+    """One start per member, rank 0 first; each knows its rank and rank 0's host."""
     assert s.allocation_id is not None and s.host_id is not None
-    return StartWorkload(s.id, s.allocation_id, s.host_id, s.gpu_indices, s.restart_count)
+    first = StartWorkload(s.id, s.allocation_id, s.host_id, s.gpu_indices, s.restart_count)
+    if not s.members:
+        return [first]
+    ranked = [
+        StartWorkload(s.id, m.allocation_id, m.host_id, m.gpu_indices, s.restart_count)
+        for m in s.members
+    ]
+    return [
+        replace(start, rank=rank, nodes=s.nodes, master_host_id=s.host_id)
+        for rank, start in enumerate([first, *ranked])
+    ]
 
 
 def _victim_released(s: InstanceState, ev: VictimReleased) -> Result:
     if s.status is not _I.STARTING or ev.allocation_id not in s.waiting_for:
         return s, []
     s = evolve(s, waiting_for=s.waiting_for - {ev.allocation_id})
-    return s, ([] if s.waiting_for else [_start_effect(s)])
+    return s, ([] if s.waiting_for else _start_effects(s))
 
 
 def _started(s: InstanceState, now: Timestamp) -> Result:
@@ -215,13 +241,47 @@ def _started(s: InstanceState, now: Timestamp) -> Result:
 
 
 def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> Result:
+    rank = _rank(s, ev.allocation_id)
+    if rank is None:
+        return s, []  # about a member of an earlier run
     if s.status in DRAINING:
-        return _finish_drain(s, now)
-    if s.status is not _I.STARTING:
+        return _member_gone(s, rank, None, now)
+    if s.members and s.status is _I.RUNNING:
+        s = close_run(s, now)  # a member that cannot start fails the gang it belongs to
+    elif s.status is not _I.STARTING:
         return s, []
+    killed = _kill_the_rest(s, rank)
     s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=ev.reason)
-    words = f"could not start: {ev.reason}; its GPUs are released (no GPU time is billed)"
-    return release_gpus(s, [instance_event(s, Reason.FAILED, words, now)])
+    who = f"rank {rank} " if s.members else ""
+    words = f"{who}could not start: {ev.reason}; its GPUs are released"
+    if not s.runs or s.runs[-1].allocation_id != s.allocation_id:
+        words += " (no GPU time is billed)"
+    s, fx = release_gpus(s, [instance_event(s, Reason.FAILED, words, now)])
+    return s, killed + fx
+
+
+def _rank(s: InstanceState, allocation_id: str) -> int | None:
+    """The member a report is about: "" is rank 0 (a report that does not say); None when it
+    names an allocation this run does not hold (a stale report)."""
+    return 0 if not allocation_id else s.rank_of(allocation_id)
+
+
+def _kill_the_rest(s: InstanceState, rank: int) -> list[Effect]:
+    """SIGKILL for a gang's members still running after member `rank` ended the run."""
+    ids = s.allocation_ids()
+    return [
+        KillWorkload(s.id, a) for r, a in enumerate(ids) if r != rank and r not in s.exited_ranks
+    ]
+
+
+def _member_gone(s: InstanceState, rank: int, exit_code: int | None, now: Timestamp) -> Result:
+    """A draining member's workload is gone: the drain ends when the gang's last member has."""
+    s = evolve(s, exit_code=exit_code if exit_code is not None else s.exit_code)
+    if s.members:
+        s = evolve(s, exited_ranks=s.exited_ranks | {rank})
+        if len(s.exited_ranks) < s.nodes:
+            return s, []
+    return _finish_drain(s, now)
 
 
 def _checkpoint(s: InstanceState, ev: CheckpointReported, now: Timestamp) -> Result:
@@ -245,14 +305,19 @@ def _checkpoint(s: InstanceState, ev: CheckpointReported, now: Timestamp) -> Res
 
 
 def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> Result:
+    rank = _rank(s, ev.allocation_id)
+    if rank is None:
+        return s, []  # about a member of an earlier run
     if s.status in DRAINING:
-        return _finish_drain(evolve(s, exit_code=ev.exit_code), now)
+        return _member_gone(s, rank, ev.exit_code, now)
     if s.status is _I.STARTING and s.launched:
         s, started = _started(s, now)  # it exited before its start was seen: it did start
         s, fx = _exited(s, ev, now)
         return s, started + fx
     if s.status is not _I.RUNNING:
         return s, []  # stale: after SIGKILL the drain is already over
+    if s.members:
+        return _gang_member_exited(s, rank, ev.exit_code, now)
     s = close_run(evolve(s, exit_code=ev.exit_code), now)
     if s.completed_reported or ev.exit_code == 0:
         s = to_status(s, _I.SUCCEEDED)
@@ -263,6 +328,35 @@ def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> Result:
     s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=reason)
     words = f"failed: the workload {reason}; `lowcostgpu logs {s.id}` shows its output"
     return release_gpus(s, [instance_event(s, Reason.FAILED, words, now, exit_code=ev.exit_code)])
+
+
+def _gang_member_exited(
+    s: InstanceState, rank: int, exit_code: int | None, now: Timestamp
+) -> Result:
+    """A running gang's member exited. A clean exit waits for the others (the gang succeeds
+    when every member has exited cleanly); any other exit fails the gang at once, and its
+    other members are killed: a gang never runs short of a member."""
+    clean = exit_code == 0 or s.completed_reported
+    if clean:
+        s = evolve(s, exited_ranks=s.exited_ranks | {rank}, exit_code=exit_code)
+        if len(s.exited_ranks) < s.nodes:
+            return s, []
+        s = to_status(close_run(s, now), _I.SUCCEEDED)
+        return release_gpus(
+            s, [instance_event(s, Reason.SUCCEEDED, "succeeded", now, exit_code=exit_code)]
+        )
+    killed = _kill_the_rest(s, rank)
+    why = "exited without an exit code" if exit_code is None else f"exited {exit_code}"
+    reason = f"rank {rank} {why}"
+    s = close_run(evolve(s, exit_code=exit_code), now)
+    s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=reason)
+    words = (
+        f"failed: the workload's {reason}, so its {s.nodes - 1} other member(s) were stopped; "
+        f"`lowcostgpu logs {s.id}` shows its output"
+    )
+    event = instance_event(s, Reason.FAILED, words, now, exit_code=exit_code, rank=rank)
+    s, fx = release_gpus(s, [event])
+    return s, killed + fx
 
 
 # --- The drain: reclaim and stop ---------------------------------------------------------------
@@ -321,8 +415,8 @@ def _begin_drain(s: InstanceState, notice: EmitEvent, now: Timestamp) -> Result:
     if not s.launched:
         s, ended = _finish_drain(s, now)
         return s, [notice, *ended]
-    assert s.allocation_id is not None
-    fx: list[Effect] = [notice, SignalWorkload(s.id, s.allocation_id, "SIGTERM")]
+    fx: list[Effect] = [notice]
+    fx += [SignalWorkload(s.id, a, "SIGTERM") for a in s.allocation_ids()]
     if deadline_due(s.deadline, now):
         s, more = _deadline(s, now)
         fx += more
@@ -360,7 +454,7 @@ def _stop(s: InstanceState, now: Timestamp) -> Result:
 def _signal_sent(s: InstanceState, ev: SignalSent) -> InstanceState:
     """The drain's SIGTERM really went out at `ev.at`: the grace counts from then
     (`drain.signal_stamp`). A report about another allocation, or after the drain, is stale."""
-    if s.status not in DRAINING or s.allocation_id != ev.allocation_id:
+    if s.status not in DRAINING or s.rank_of(ev.allocation_id) is None:
         return s
     moved = signal_stamp(s.deadline, s.signal_sent_at, s.grace_period_s, ev)
     return s if moved is None else evolve(s, deadline=moved, signal_sent_at=ev.at)
@@ -369,11 +463,12 @@ def _signal_sent(s: InstanceState, ev: SignalSent) -> InstanceState:
 def _deadline(s: InstanceState, now: Timestamp) -> Result:
     if s.status not in DRAINING or not deadline_due(s.deadline, now):
         return s, []  # not yet (the step's wake_at is still the deadline) or a stale timer
-    assert s.allocation_id is not None
     killed: list[Effect] = [
-        KillWorkload(s.id, s.allocation_id),
-        instance_event(s, Reason.KILLED, _killed_words(s), now, deadline=s.deadline),
+        KillWorkload(s.id, a)
+        for rank, a in enumerate(s.allocation_ids())
+        if rank not in s.exited_ranks
     ]
+    killed.append(instance_event(s, Reason.KILLED, _killed_words(s), now, deadline=s.deadline))
     s, fx = _finish_drain(s, now)
     return s, killed + fx
 

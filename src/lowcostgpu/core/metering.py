@@ -190,14 +190,15 @@ def _check_group(group: list[UsageSpan]) -> UsageSpan:
 
 
 def instance_gpu_spans(state: InstanceState) -> list[UsageSpan]:
-    """One span per run: from the workload's start to its notice (T+0), or its exit."""
+    """One span per run: from the workload's start to its notice (T+0), or its exit; a gang's
+    covers the GPUs of all its hosts."""
     return [
         UsageSpan(
             subject_id=state.id,
             account_id=state.account_id,
             kind="gpu",
             resource=state.pool.gpu_type,
-            quantity=state.gpus,
+            quantity=state.total_gpus,
             capacity_class=state.capacity_class,
             start=run.started_at,
             end=run.billed_until,

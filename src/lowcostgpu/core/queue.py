@@ -64,16 +64,35 @@ def schedule_pool(
             examined_after_head += 1
             if examined_after_head > config.backfill_window:
                 break
-        host_id = free.best_fit(ticket.gpus) if ticket.gpus <= free.largest else None
-        if host_id is not None:
-            placements.append(_place(ticket, host_id, free))
+        host_ids = _fit(free, ticket.gpus, ticket.nodes) if ticket.gpus <= free.largest else None
+        if host_ids is not None:
+            placements.append(_place(ticket, host_ids, free))
             continue
         if head_seen:
             continue
         head_seen = True
         if now - ticket.enqueued_at >= config.head_reservation_after_s:
-            _hold_back(free, pool, ticket.gpus, ticket.subject_id, reservations)
+            for _ in range(ticket.nodes):  # a gang's head holds as many hosts as it needs
+                _hold_back(free, pool, ticket.gpus, ticket.subject_id, reservations)
     return Plan(placements=tuple(placements), reservations=tuple(reservations))
+
+
+def _fit(free: _Free, gpus: int, nodes: int) -> list[str] | None:
+    """Best-fit hosts for `nodes` members of `gpus` GPUs each, on distinct hosts, or None: a
+    gang is placed whole or not at all (no partial gang ever holds GPUs). O(nodes) searches."""
+    if nodes == 1:
+        host_id = free.best_fit(gpus)
+        return None if host_id is None else [host_id]
+    chosen: list[tuple[str, list[int]]] = []
+    while len(chosen) < nodes and gpus <= free.largest:
+        host_id = free.best_fit(gpus)
+        if host_id is None:
+            break
+        chosen.append((host_id, free.indices(host_id)))
+        free.set(host_id, [])  # one member per host: hidden from the next search
+    for host_id, indices in reversed(chosen):  # the pass's view as it was; `_place` takes them
+        free.set(host_id, indices)
+    return [host_id for host_id, _ in chosen] if len(chosen) == nodes else None
 
 
 class _Free:
@@ -165,10 +184,15 @@ class _Free:
         self.largest = self._largest()
 
 
-def _place(ticket: Ticket, host_id: str, free: _Free) -> Placement:
-    indices = free.indices(host_id)
-    taken = lowest_indices(frozenset(indices), ticket.gpus)
-    free.set(host_id, [i for i in indices if i not in taken])
+def _place(ticket: Ticket, host_ids: list[str], free: _Free) -> Placement:
+    """The ticket's placement on these hosts (rank 0 on the first), taken from `free`."""
+    members: list[tuple[str, frozenset[int]]] = []
+    for host_id in host_ids:
+        indices = free.indices(host_id)
+        taken = lowest_indices(frozenset(indices), ticket.gpus)
+        free.set(host_id, [i for i in indices if i not in taken])
+        members.append((host_id, taken))
+    (host_id, taken), *others = members
     return Placement(
         subject_id=ticket.subject_id,
         host_id=host_id,
@@ -177,6 +201,7 @@ def _place(ticket: Ticket, host_id: str, free: _Free) -> Placement:
         capacity_class=CapacityClass.INTERRUPTIBLE,
         account_id=ticket.account_id,
         enqueued_at=ticket.enqueued_at,
+        members=tuple(others),
     )
 
 

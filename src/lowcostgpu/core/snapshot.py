@@ -418,6 +418,15 @@ def enqueue(snapshot: FleetSnapshot, ticket: Ticket) -> FleetSnapshot:
             f"{ticket.gpus} GPUs cannot fit one host of pool {ticket.pool}",
             hint=f"ask for 1 to {largest} GPUs",
         )
+    if ticket.nodes > 1:  # O(the pool's hosts), for a gang only
+        hosts = (snapshot.hosts[h].host for h in snapshot.pool_hosts[ticket.pool])
+        big = sum(1 for host in hosts if host.gpu_count >= ticket.gpus)
+        if ticket.nodes > big:
+            raise InvalidRequest(
+                f"{ticket.nodes} nodes of {ticket.gpus} GPUs: pool {ticket.pool} has only {big} "
+                f"host(s) with {ticket.gpus} GPUs or more",
+                hint=f"ask for at most {big} nodes, or fewer GPUs per node",
+            )
     queue = snapshot.queue(ticket.pool)
     if queue.find(ticket.order_key()) is not None:
         raise Conflict(f"{ticket.subject_id} is already queued")
@@ -462,9 +471,19 @@ def allocation_id_for(subject_id: str, now: Timestamp, placement_number: int = 0
     )
 
 
+MEMBER_MARK = "/r"  # `member_allocation_id`: a gang member's id is its rank 0's, then this
+
+
+def member_allocation_id(allocation_id: str, rank: int) -> str:
+    """The allocation id of a gang's member of `rank` (rank 0 keeps the instance's own id): one
+    per host, so that each member is started, signalled, reported and released on its own."""
+    return allocation_id if rank == 0 else f"{allocation_id}{MEMBER_MARK}{rank}"
+
+
 def placed_at(allocation_id: str) -> Timestamp:
-    """When an allocation was placed, read back from its id."""
+    """When an allocation was placed, read back from its id (a gang member's: its rank 0's)."""
     _, _, suffix = allocation_id.rpartition("@")
+    suffix = suffix.partition(MEMBER_MARK)[0]
     at, _, number = suffix.partition(".")
     if not at.isdigit() or not (number == "" or number.isdigit()):
         raise InvalidRequest(f"not an allocation id: {allocation_id!r}")
@@ -475,7 +494,7 @@ def placement_number(allocation_id: str) -> int:
     """Which placement of its subject an allocation is (0: the first), read back from its id
     (`allocation_id_for`); for an instance this is the restart count of the run it holds."""
     placed_at(allocation_id)  # refuses what is no allocation id
-    number = allocation_id.rpartition("@")[2].partition(".")[2]
+    number = allocation_id.rpartition("@")[2].partition(MEMBER_MARK)[0].partition(".")[2]
     return int(number) if number else 0
 
 
@@ -505,7 +524,8 @@ def apply_plan(
     placed_by_pool: dict[PoolKey, list[Placement]] = {}
     for placement in plan.placements:
         allocation_id = (allocation_ids or {}).get(placement.subject_id)
-        allocs_of(placement.host_id).append(_allocation_for(placement, now, allocation_id))
+        for alloc in _allocations_for(placement, now, allocation_id):
+            allocs_of(alloc.host_id).append(alloc)
         placed_by_pool.setdefault(placement.pool, []).append(placement)
     result = snapshot.with_host_allocations(touched) if touched else snapshot
     for pool, placed in placed_by_pool.items():
@@ -513,20 +533,28 @@ def apply_plan(
     return result
 
 
-def _allocation_for(
+def _allocations_for(
     placement: Placement, now: Timestamp, allocation_id: str | None = None
-) -> Allocation:
-    return Allocation(
-        id=allocation_id or allocation_id_for(placement.subject_id, now),
-        subject_id=placement.subject_id,
-        host_id=placement.host_id,
-        pool=placement.pool,
-        gpu_indices=placement.gpu_indices,
-        capacity_class=placement.capacity_class,
-        started_at=now,
-        account_id=placement.account_id,
-        waits_for=placement.waits_for,
-    )
+) -> list[Allocation]:
+    """The placement's allocation, or a gang's, one per member host (rank 0 first)."""
+    base = allocation_id or allocation_id_for(placement.subject_id, now)
+    hosts = ((placement.host_id, placement.gpu_indices), *placement.members)
+    gang_gpus = sum(len(indices) for _, indices in hosts) if placement.members else 0
+    return [
+        Allocation(
+            id=member_allocation_id(base, rank),
+            subject_id=placement.subject_id,
+            host_id=host_id,
+            pool=placement.pool,
+            gpu_indices=indices,
+            capacity_class=placement.capacity_class,
+            started_at=now,
+            account_id=placement.account_id,
+            waits_for=placement.waits_for if rank == 0 else frozenset(),
+            gang_gpus=gang_gpus,
+        )
+        for rank, (host_id, indices) in enumerate(hosts)
+    ]
 
 
 def release(

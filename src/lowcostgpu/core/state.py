@@ -29,6 +29,7 @@ class Ticket:
     last_checkpoint_at: Timestamp | None = None
     last_interrupted_at: Timestamp | None = None
     interruption_count: int = 0
+    nodes: int = 1  # a multi-node instance (a gang) needs `nodes` hosts with `gpus` free each
 
     def order_key(self) -> tuple[Timestamp, str]:
         """FIFO order with a deterministic tie-break on id."""
@@ -62,6 +63,9 @@ class Placement:
     account_id: str = ""
     waits_for: frozenset[str] = frozenset()
     enqueued_at: Timestamp | None = None
+    # A gang's other members, rank 1 on: (host id, GPU indices) each, on distinct hosts of the
+    # pool; `host_id` and `gpu_indices` are rank 0's. All are placed in one plan or none is.
+    members: tuple[tuple[str, frozenset[int]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from lowcostgpu.core.snapshot import (
     apply_plan,
     dequeue,
     enqueue,
+    member_allocation_id,
     release,
 )
 from lowcostgpu.core.sorted_chunks import SortedChunks
@@ -164,7 +165,7 @@ class Work:
         self.fleet = follow_instance(self.fleet, old, new)
         for effect in result.effects:
             if isinstance(effect, ReleaseAllocation):
-                self._release(effect.allocation_id, old.host_id, now)
+                self._release(effect.allocation_id, old.host_of(effect.allocation_id), now)
 
     def advance_node(self, node_id: str, event: NodeEvent, now: Timestamp) -> None:
         """Step one node and keep the fleet in line: its ticket, its allocation, its release."""
@@ -217,8 +218,16 @@ class Work:
                 self.advance_node(pre.subject_id, reclaimed, now)
         for placement in plan.placements:
             allocation_id = allocation_ids[placement.subject_id]
+            members = tuple(
+                (member_allocation_id(allocation_id, rank), host_id, tuple(sorted(indices)))
+                for rank, (host_id, indices) in enumerate(placement.members, start=1)
+            )
             placed = lifecycle.Placed(
-                allocation_id, placement.host_id, placement.gpu_indices, placement.waits_for
+                allocation_id,
+                placement.host_id,
+                placement.gpu_indices,
+                placement.waits_for,
+                members,
             )
             if placement.subject_id in self.instances:
                 self.advance(placement.subject_id, placed, now)

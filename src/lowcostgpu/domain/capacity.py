@@ -120,10 +120,18 @@ class Allocation:
     save_s: int | None = None
     saves_on_notice: bool = False
     grace_period_s: int = ALLOCATION_GRACE_PERIOD_S
+    # A member of a multi-node instance (a gang): the GPUs of all its members. Reclaiming one
+    # member interrupts them all, so victim choice prices the member at the gang's GPUs.
+    gang_gpus: int = 0
 
     @property
     def gpus(self) -> int:
         return len(self.gpu_indices)
+
+    @property
+    def priced_gpus(self) -> int:
+        """The GPUs a reclaim of this allocation interrupts: the whole gang's for a member."""
+        return self.gang_gpus or len(self.gpu_indices)
 
     @property
     def preemptible(self) -> bool:
@@ -142,7 +150,7 @@ class Allocation:
 
     def work_at_risk_gpu_s(self, now: Timestamp) -> int:
         """GPU-seconds lost if this allocation were reclaimed at `now`."""
-        return self.gpus * max(0, now - self.progress_since(now))
+        return self.priced_gpus * max(0, now - self.progress_since(now))
 
     def runtime_s(self, now: Timestamp) -> int:
         return max(0, now - self.started_at)
@@ -171,4 +179,4 @@ class Allocation:
         saves at the notice (it saves then however recent its last checkpoint, and its GPUs are
         held meanwhile), else the work since its last checkpoint (`work_at_risk_gpu_s`)."""
         save_s = self.notice_save_s
-        return self.work_at_risk_gpu_s(now) if save_s is None else self.gpus * save_s
+        return self.work_at_risk_gpu_s(now) if save_s is None else self.priced_gpus * save_s
