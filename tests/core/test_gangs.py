@@ -205,7 +205,7 @@ def test_one_member_failing_fails_the_gang_and_kills_the_others(event_of: object
 
 def test_a_report_about_a_member_of_an_earlier_run_changes_nothing() -> None:
     world = running_gang()
-    world.report("g", WorkloadExited(0, "g@0.7/r1"), 50)
+    world.report("g", WorkloadExited(0, "g@0.7:r1"), 50)
     assert world.status("g") is _I.RUNNING and world.effects == []
 
 

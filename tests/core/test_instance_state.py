@@ -67,7 +67,7 @@ CHANGES: dict[str, Any] = {
     "failure_reason": "exited 1",
     "completed_reported": True,
     "runs": (),
-    "members": (Member("i-1@5/r1", "h2", (0, 1)),),
+    "members": (Member("i-1@5:r1", "h2", (0, 1)),),
     "exited_ranks": frozenset({1}),
 }
 

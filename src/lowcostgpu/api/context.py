@@ -78,10 +78,10 @@ def _instance_token(ctx: Ctx, authorization: Annotated[str | None, Header()] = N
         )
     claim = ctx.tokens.verify(authorization.removeprefix("Bearer ").strip())
     try:
-        current = ctx.plane.store.instance(claim.instance_id).state.allocation_id
+        state = ctx.plane.store.instance(claim.instance_id).state
     except errors.NotFound:
-        current = None
-    if current != claim.allocation_id:
+        state = None
+    if state is None or state.rank_of(claim.allocation_id) is None:  # any member of the run
         raise errors.Unauthenticated(
             "this instance token belongs to a run that is over",
             hint="each run gets its own LOWCOSTGPU_TOKEN; use the one of the run in progress",

@@ -35,7 +35,10 @@ class InstanceIn(BaseModel):
         max_length=MAX_NAME_CHARS,
     )
     type: str = Field("interruptible", description="interruptible or on-demand", max_length=32)
-    gpus: int = Field(1, ge=1, le=64)
+    gpus: int = Field(1, ge=1, le=64, description="GPUs per node")
+    nodes: int = Field(
+        1, ge=1, le=256, description="hosts, `gpus` each, placed all at once (interruptible)"
+    )
     region: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS)
     template: str | None = Field(
         None,
@@ -127,6 +130,7 @@ class InstanceOut(BaseModel):
     gpu: str
     region: str
     gpus: int
+    nodes: int
     type: str
     price_per_hour: str
     restart_count: int
@@ -134,6 +138,7 @@ class InstanceOut(BaseModel):
     last_checkpoint_step: int | None
     host_id: str | None
     gpu_indices: list[int]
+    host_ids: list[str]  # every host it holds, by rank (a multi-node instance has several)
     queue_position: int | None
     queue: QueueOut | None
     notice_at: int | None
@@ -165,13 +170,15 @@ class InstanceOut(BaseModel):
             gpu=s.pool.gpu_type,
             region=s.pool.region,
             gpus=s.gpus,
+            nodes=s.nodes,
             type=str(s.capacity_class),
-            price_per_hour=f"{rate.times(s.gpus).amount.normalize():f}",
+            price_per_hour=f"{rate.times(s.total_gpus).amount.normalize():f}",
             restart_count=s.restart_count,
             interruption_count=s.interruption_count,
             last_checkpoint_step=s.last_checkpoint_step,
             host_id=s.host_id,
             gpu_indices=list(s.gpu_indices),
+            host_ids=[] if s.host_id is None else [s.host_id, *(m.host_id for m in s.members)],
             queue_position=queue.position if queue else None,
             queue=QueueOut.of(queue, plane.clock.now()) if queue else None,
             notice_at=s.notice_at,

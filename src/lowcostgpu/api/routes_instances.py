@@ -57,6 +57,7 @@ def _launched(ctx: ApiContext, account_id: str, body: InstanceIn) -> Response:
         gpu_type=body.gpu,
         type=body.type,
         gpus=body.gpus,
+        nodes=body.nodes,
         region=body.region,
         template=body.template,
         command=tuple(body.command),

@@ -12,14 +12,17 @@ from the signal it received, however late the effect ran.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from lowcostgpu.app.tokens import Tokens
 from lowcostgpu.core.effects import NODE_EFFECT_KINDS
 from lowcostgpu.core.instance_state import InstanceState
 from lowcostgpu.core.lifecycle import SignalSent
 from lowcostgpu.core.retries import FailureKind, RetryPolicy, Verdict, after_failure
+from lowcostgpu.core.snapshot import MEMBER_MARK
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import LowcostgpuError, Unavailable
 from lowcostgpu.domain.status import InstanceStatus
@@ -115,6 +118,17 @@ def settled(failed: Sequence[Failure], now: Timestamp, policy: RetryPolicy) -> S
     return out
 
 
+GANG_PORTS = (29400, 9000)  # a gang's rendezvous port: first, and how many to spread over
+
+
+def gang_master_port(allocation_id: str) -> int:
+    """The rank-0 port of a gang's run, the same for every member (they start independently):
+    from the run's rank-0 allocation id, so a requeued run gets another one."""
+    base = allocation_id.partition(MEMBER_MARK)[0]
+    first, spread = GANG_PORTS
+    return first + zlib.crc32(base.encode()) % spread
+
+
 def start_applies(entry: OutboxEntry, instance: InstanceState | None) -> bool:
     """Whether a start still applies: its instance is still starting on that allocation. One
     that was stopped, deleted or placed again meanwhile drops it (nothing else follows from a
@@ -124,7 +138,7 @@ def start_applies(entry: OutboxEntry, instance: InstanceState | None) -> bool:
     return (
         instance is not None
         and instance.status is InstanceStatus.STARTING
-        and instance.allocation_id == entry.payload.get("allocation_id")
+        and instance.rank_of(str(entry.payload.get("allocation_id"))) is not None
         and instance.launched
     )
 
@@ -203,6 +217,28 @@ class EffectRunner:
         v = self.store.volume(str(p["account_id"]), str(p["name"]))
         return v is None or v.deleted_at == p.get("deleted_at", v.deleted_at)
 
+    def _gang_env(self, p: Mapping[str, Any]) -> dict[str, str]:
+        """A gang member's place in its gang (DESIGN.md's workload contract, multi-node), with
+        the variables `torchrun --nnodes` reads; nothing for a single-host instance."""
+        nodes = int(p.get("nodes", 1))
+        if nodes == 1:
+            return {}
+        master = str(p["master_host_id"])
+        address_of = getattr(self.runtime, "host_address", None)
+        addr = master if address_of is None else str(address_of(master))
+        port = str(gang_master_port(str(p["allocation_id"])))
+        rank = str(p["rank"])
+        return {
+            "LOWCOSTGPU_NODE_RANK": rank,
+            "LOWCOSTGPU_NUM_NODES": str(nodes),
+            "LOWCOSTGPU_MASTER_ADDR": addr,
+            "LOWCOSTGPU_MASTER_PORT": port,
+            "MASTER_ADDR": addr,
+            "MASTER_PORT": port,
+            "NODE_RANK": rank,
+            "WORLD_SIZE": str(nodes),
+        }
+
     def _start_of(self, entry: OutboxEntry) -> WorkloadStart:
         p = entry.payload
         stored = self.store.instance(str(p["subject_id"]))
@@ -222,6 +258,7 @@ class EffectRunner:
             "LOWCOSTGPU_GRACE_PERIOD_S": str(state.grace_period_s),
             "LOWCOSTGPU_METADATA_URL": self.metadata_url,
             "LOWCOSTGPU_TOKEN": self.tokens.mint(state.id, str(p["allocation_id"])),
+            **self._gang_env(p),
         }
         return WorkloadStart(
             instance_id=state.id,

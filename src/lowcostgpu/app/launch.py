@@ -30,6 +30,7 @@ class LaunchRequest:
     volume: str | None = None  # NAME:SIZE, e.g. ckpts:50GB; NAME: the existing volume
     auto_requeue: bool = True
     grace_period_s: int = 300
+    nodes: int = 1  # hosts, `gpus` GPUs each: a multi-node instance is placed on all at once
 
 
 def build_launch(
@@ -62,6 +63,7 @@ def build_launch(
         account_id=request.account_id,
         auto_requeue=request.auto_requeue,
         grace_period_s=request.grace_period_s,
+        nodes=request.nodes,
     )
     record = LaunchRecord(
         instance_id=instance_id,

@@ -583,9 +583,10 @@ class ControlPlane:
 
         def decide(state: EngineState, now: Timestamp) -> Decision:
             s = state.instances.get(instance_id)
-            if s is None or s.allocation_id != allocation_id:
+            if s is None or s.rank_of(str(allocation_id)) is None:
                 return Decision(EngineStep(state))  # it moved on: nothing to fail
-            return Decision(engine.report(state, instance_id, StartFailed(why), now, self._sched))
+            failed = StartFailed(why, str(allocation_id))
+            return Decision(engine.report(state, instance_id, failed, now, self._sched))
 
         self._decide(decide)
 

@@ -16,7 +16,13 @@ from collections.abc import Sequence
 
 from lowcostgpu.core import cluster_engine
 from lowcostgpu.core.engine import EngineState, EngineStep
-from lowcostgpu.core.lifecycle import LifecycleEvent, StartFailed, WorkloadExited, WorkloadStarted
+from lowcostgpu.core.lifecycle import (
+    InstanceState,
+    LifecycleEvent,
+    StartFailed,
+    WorkloadExited,
+    WorkloadStarted,
+)
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.status import InstanceStatus
@@ -76,11 +82,11 @@ def changing_reports(
     events: list[tuple[str, str, LifecycleEvent]] = []  # sorted after filtering: few are left
     for report in reports:
         inst = state.instances.get(report.instance_id)
-        if inst is None or inst.allocation_id != report.allocation_id:
+        if inst is None or inst.rank_of(report.allocation_id) is None:
             continue
         if report.phase == "running" and inst.status is not InstanceStatus.STARTING:
             continue
-        event = event_for(report)
+        event = event_for(report, inst)
         if event is not None:
             events.append((report.allocation_id, inst.id, event))
     events.sort(key=lambda e: e[0])
@@ -108,8 +114,11 @@ def node_exits(
 
 def held(state: EngineState, report: WorkloadReport) -> bool:
     """Whether the reported workload is an allocation some live instance or node holds."""
-    subject = state.instances.get(report.instance_id) or state.nodes.get(report.instance_id)
-    return subject is not None and subject.allocation_id == report.allocation_id
+    inst = state.instances.get(report.instance_id)
+    if inst is not None:
+        return inst.rank_of(report.allocation_id) is not None  # any member of a gang
+    node = state.nodes.get(report.instance_id)
+    return node is not None and node.allocation_id == report.allocation_id
 
 
 def merged(first: EngineStep, then: EngineStep) -> EngineStep:
@@ -120,12 +129,14 @@ def merged(first: EngineStep, then: EngineStep) -> EngineStep:
     )
 
 
-def event_for(report: WorkloadReport) -> LifecycleEvent | None:
+def event_for(report: WorkloadReport, inst: InstanceState | None = None) -> LifecycleEvent | None:
+    """The lifecycle event a report means; for a gang's member, it names the member."""
+    member = "" if inst is None or not inst.members else report.allocation_id
     match report.phase:
         case "running":
             return WorkloadStarted()
         case "exited":
-            return WorkloadExited(report.exit_code)
+            return WorkloadExited(report.exit_code, member)
         case "start_failed":
-            return StartFailed(report.reason or "the workload could not start")
+            return StartFailed(report.reason or "the workload could not start", member)
     return None

@@ -90,7 +90,10 @@ def launch(
     ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE (repeatable)")] = None,
     region: Annotated[str | None, typer.Option(help="default: the first with that GPU")] = None,
-    gpus: Annotated[int, typer.Option(help="GPUs for this instance")] = 1,
+    gpus: Annotated[int, typer.Option(help="GPUs for this instance (per node)")] = 1,
+    nodes: Annotated[
+        int, typer.Option(help="hosts of `--gpus` each, placed at once (multi-node, torchrun)")
+    ] = 1,
     auto_requeue: Annotated[
         bool, typer.Option("--auto-requeue/--no-auto-requeue", help="requeue after interruption")
     ] = True,
@@ -104,6 +107,7 @@ def launch(
             gpu=gpu,
             type=type,
             gpus=gpus,
+            **({"nodes": nodes} if nodes != 1 else {}),
             region=region,
             template=template,
             command=list(command or []),
@@ -151,7 +155,7 @@ def ls_row(i: Instance, now_s: float) -> list[str]:
         i["id"],
         i["status"],
         fmt.ago(i["created_at"], now_s),
-        i["gpu"] if i["gpus"] == 1 else f"{i['gpu']} ×{i['gpus']}",
+        gpu_column(i),
         f"${i['price_per_hour']}",
         i["type"],
         i["region"],
@@ -159,6 +163,13 @@ def ls_row(i: Instance, now_s: float) -> list[str]:
         fmt.NONE if step is None else str(step),
         fmt.NONE if i["queue_position"] is None else f"#{i['queue_position']}",
     ]
+
+
+def gpu_column(i: Instance) -> str:
+    """The GPU type, × GPUs when several, and × hosts for a multi-node instance."""
+    text = i["gpu"] if i["gpus"] == 1 else f"{i['gpu']} ×{i['gpus']}"
+    nodes = i.get("nodes", 1)
+    return text if nodes == 1 else f"{text} ×{nodes} nodes"
 
 
 def ls_lines(found: list[Instance], now_s: float, columns: int) -> list[str]:

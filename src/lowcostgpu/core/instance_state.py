@@ -186,9 +186,9 @@ def evolve(
     Every lifecycle step makes one or more copies of the 30-field record, and `replace` (a loop
     over `fields()`, a keyword dict, `__init__` and `__post_init__`) was a third of the
     simulator's time per event. This builds the slots object directly. The identity, sizing and
-    grace period (`id` … `grace_period_s`, and `nodes`) are not parameters: no transition changes them, so the
-    checks of `__post_init__` already made on `s` still hold. `tests/core/test_instance_state.py`
-    checks it against `replace` field by field.
+    grace period (`id` … `grace_period_s`, and `nodes`) are not parameters: no transition
+    changes them, so the checks of `__post_init__` already made on `s` still hold.
+    `tests/core/test_instance_state.py` checks it against `replace` field by field.
     """
     new: InstanceState = _new(InstanceState)
     _set(new, "id", s.id)

@@ -50,8 +50,8 @@ from lowcostgpu.core.instance_state import (
     DRAINING,
     SAVE_S_REPORTS_KEPT,
     InstanceState,
-    Result,
     Member,
+    Result,
     Run,
     checked_status,
     checkpoint_words,
@@ -242,8 +242,8 @@ def _started(s: InstanceState, now: Timestamp) -> Result:
 
 def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> Result:
     rank = _rank(s, ev.allocation_id)
-    if rank is None:
-        return s, []  # about a member of an earlier run
+    if rank is None or rank in s.exited_ranks:
+        return s, []  # about a member of an earlier run, or one already gone (a repeat)
     if s.status in DRAINING:
         return _member_gone(s, rank, None, now)
     if s.members and s.status is _I.RUNNING:
@@ -306,8 +306,8 @@ def _checkpoint(s: InstanceState, ev: CheckpointReported, now: Timestamp) -> Res
 
 def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> Result:
     rank = _rank(s, ev.allocation_id)
-    if rank is None:
-        return s, []  # about a member of an earlier run
+    if rank is None or rank in s.exited_ranks:
+        return s, []  # about a member of an earlier run, or one already gone (a repeat)
     if s.status in DRAINING:
         return _member_gone(s, rank, ev.exit_code, now)
     if s.status is _I.STARTING and s.launched:

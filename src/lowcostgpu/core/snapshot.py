@@ -471,7 +471,7 @@ def allocation_id_for(subject_id: str, now: Timestamp, placement_number: int = 0
     )
 
 
-MEMBER_MARK = "/r"  # `member_allocation_id`: a gang member's id is its rank 0's, then this
+MEMBER_MARK = ":r"  # `member_allocation_id`: a gang member's id is its rank 0's, then this
 
 
 def member_allocation_id(allocation_id: str, rank: int) -> str:

@@ -96,6 +96,10 @@ class LocalRuntime:
     def sandboxed(self) -> bool:
         return self._sandbox is not None
 
+    def host_address(self, host_id: str) -> str:
+        """Where a gang's members reach the rank-0 member: every local host is this machine."""
+        return "127.0.0.1"
+
     def start(self, start: WorkloadStart) -> None:
         check_allocation_id(start.allocation_id)
         check_command(start)

@@ -1,0 +1,138 @@
+"""End to end on real processes: a 2-node instance on the local runtime. Both members join one
+gloo group with the variables the plane gives them (`torchrun --nnodes` reads the same), share
+the volume, are interrupted together when an on-demand request reclaims one of their hosts,
+and restart together, same ranks, `LOWCOSTGPU_RESTART_COUNT=1`, once two hosts are free."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import PROGRAM, LocalHarness
+from lowcostgpu.adapters.clock import FixedClock
+from lowcostgpu.adapters.fakes import FakeVolumes
+from lowcostgpu.adapters.files import load_catalog
+from lowcostgpu.adapters.store.memory import MemoryStore
+from lowcostgpu.app.launch import LaunchRequest
+from lowcostgpu.app.plane import PlaneConfig
+from lowcostgpu.bootstrap.wiring import Wired, wire
+from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.domain.capacity import Host, PoolKey
+from lowcostgpu.domain.events import Reason
+from lowcostgpu.domain.status import InstanceStatus
+from waiting import wait_until
+
+pytest.importorskip("torch")
+WORKER = Path(__file__).with_name("gang_worker.py")
+POOL = PoolKey("eu-west", "a100-sxm4")
+
+
+@pytest.fixture
+def gang_plane(local: LocalHarness, tmp_path: Path) -> Iterator[tuple[Wired, MemoryStore, Path]]:
+    store, volumes_root = MemoryStore(), tmp_path / "volumes"
+    wired = wire(
+        store=store,
+        runtime=local.runtime,
+        volumes=FakeVolumes(root=str(volumes_root)),
+        clock=FixedClock(1_000_000),
+        ids=_Ids(),
+        hosts=[Host("box-a", POOL, 1), Host("box-b", POOL, 1)],
+        catalog=load_catalog(),
+        secret=b"0123456789abcdef0123456789abcdef",
+        metadata_url="http://127.0.0.1:9/v1/metadata",
+        config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0)),
+    )
+    volume = volumes_root / "acme" / "ckpt"
+    volume.mkdir(parents=True)
+    yield wired, store, volume
+
+
+class _Ids:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def new_id(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}-{self.n:04d}"
+
+
+def _seen(volume: Path, restart: int) -> list[dict[str, str]] | None:
+    files = [volume / f"rank{rank}-restart{restart}.json" for rank in (0, 1)]
+    if not all(f.exists() for f in files):
+        return None
+    return [json.loads(f.read_text()) for f in files]
+
+
+def test_a_two_node_instance_runs_is_reclaimed_as_one_and_restarts_with_its_ranks(
+    local: LocalHarness, gang_plane: tuple[Wired, MemoryStore, Path]
+) -> None:
+    wired, store, volume = gang_plane
+    plane = wired.plane
+    gang = plane.launch(
+        LaunchRequest(
+            "acme",
+            "a100-sxm4",
+            "interruptible",
+            1,
+            command=(sys.executable, str(WORKER)),
+            volume="ckpt:1GB",
+            grace_period_s=60,
+            nodes=2,
+        )
+    ).state.id
+
+    def seen(restart: int) -> list[dict[str, str]] | None:
+        plane.tick()
+        return _seen(volume, restart)
+
+    first = wait_until(lambda: seen(0), deadline_s=120, what="both members joined the gang")
+    assert [m["sum"] for m in first] == ["3", "3"]  # 1 + 2: one group of two
+    assert [m["LOWCOSTGPU_NODE_RANK"] for m in first] == ["0", "1"]
+    assert {m["MASTER_ADDR"] for m in first} == {"127.0.0.1"}
+    assert len({m["MASTER_PORT"] for m in first}) == 1
+    state = store.instance(gang).state
+    assert state.status is InstanceStatus.RUNNING
+    assert sorted([state.host_id, *(m.host_id for m in state.members)]) == ["box-a", "box-b"]
+
+    od_control = local.root / "control" / "od"
+    od_control.mkdir(parents=True)
+    od = plane.launch(
+        LaunchRequest(
+            "other",
+            "a100-sxm4",
+            "on-demand",
+            1,
+            command=(sys.executable, str(PROGRAM), str(od_control)),
+        )
+    ).state.id
+    preempted = [e for e in store.events() if e.object_id == gang and e.reason is Reason.PREEMPTED]
+    assert len(preempted) == 1  # one notice for the gang, not one per host
+
+    def requeued() -> bool:
+        plane.tick()
+        return store.instance(gang).state.status is InstanceStatus.QUEUED
+
+    wait_until(requeued, 60, what="the gang requeued after both members exited")
+    assert all((volume / f"rank{rank}-restart0.saved").exists() for rank in (0, 1))
+
+    def od_running() -> bool:
+        plane.tick()
+        return store.instance(od).state.status is InstanceStatus.RUNNING
+
+    wait_until(od_running, what="the on-demand instance running")
+    (od_control / "exit").write_text("0")
+    second = wait_until(lambda: seen(1), 120, what="the gang restarted on two hosts")
+    assert [m["sum"] for m in second] == ["3", "3"]
+    assert [m["LOWCOSTGPU_NODE_RANK"] for m in second] == ["0", "1"]
+    assert second[0]["MASTER_PORT"] != first[0]["MASTER_PORT"]  # a new run, a new rendezvous
+    plane.stop(gang)
+
+    def stopped() -> bool:
+        plane.tick()
+        return store.instance(gang).state.status is InstanceStatus.STOPPED
+
+    wait_until(stopped, what="the gang stopped")
