@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from store_support import launch, rich_state, state
 
 from lowcostgpu.adapters.store import StoreDataError, codec
+from lowcostgpu.core.instance_state import Member
 from lowcostgpu.core.lifecycle import InstanceState, Run
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.status import InstanceStatus
@@ -382,3 +383,20 @@ def test_decoding_keeps_the_hints_order_and_conversions(
 ) -> None:
     got = codec.decode(tp, raw, "x")
     assert got == expected and type(got) is type(expected)
+
+
+def test_a_gang_round_trips_and_a_row_written_before_gangs_reads_as_one_host() -> None:
+    gang = state(
+        nodes=2,
+        allocation_id="i-1@5",
+        host_id="h1",
+        gpu_indices=(0,),
+        members=(Member("i-1@5:r1", "h2", (0,)),),
+        exited_ranks=frozenset({1}),
+    )
+    assert codec.loads(InstanceState, codec.dumps(gang)) == gang
+    older = json.loads(codec.dumps(state()))
+    for name in ("nodes", "members", "exited_ranks"):
+        del older[name]
+    read = codec.loads(InstanceState, json.dumps(older))
+    assert (read.nodes, read.members, read.exited_ranks) == (1, (), frozenset())
