@@ -121,12 +121,16 @@ def settled(failed: Sequence[Failure], now: Timestamp, policy: RetryPolicy) -> S
 GANG_PORTS = (29400, 9000)  # a gang's rendezvous port: first, and how many to spread over
 
 
-def gang_master_port(allocation_id: str) -> int:
+def gang_of(allocation_id: str) -> str:
+    """The gang a member's allocation belongs to: its run's rank-0 allocation id."""
+    return allocation_id.partition(MEMBER_MARK)[0]
+
+
+def gang_master_port(gang_id: str) -> int:
     """The rank-0 port of a gang's run, the same for every member (they start independently):
     from the run's rank-0 allocation id, so a requeued run gets another one."""
-    base = allocation_id.partition(MEMBER_MARK)[0]
     first, spread = GANG_PORTS
-    return first + zlib.crc32(base.encode()) % spread
+    return first + zlib.crc32(gang_id.encode()) % spread
 
 
 def start_applies(entry: OutboxEntry, instance: InstanceState | None) -> bool:
@@ -223,10 +227,10 @@ class EffectRunner:
         nodes = int(p.get("nodes", 1))
         if nodes == 1:
             return {}
-        master = str(p["master_host_id"])
-        address_of = getattr(self.runtime, "host_address", None)
-        addr = master if address_of is None else str(address_of(master))
-        port = str(gang_master_port(str(p["allocation_id"])))
+        master, gang_id = str(p["master_host_id"]), gang_of(str(p["allocation_id"]))
+        address_of = getattr(self.runtime, "gang_address", None)  # `ports.runtime.GangAddresses`
+        addr = master if address_of is None else str(address_of(gang_id, master))
+        port = str(gang_master_port(gang_id))
         rank = str(p["rank"])
         return {
             "LOWCOSTGPU_NODE_RANK": rank,
@@ -271,4 +275,7 @@ class EffectRunner:
             volume=volume,
             grace_period_s=state.grace_period_s,
             account_id=launch.account_id,
+            rank=int(p.get("rank", 0)),
+            nodes=int(p.get("nodes", 1)),
+            gang_id=gang_of(str(p["allocation_id"])) if int(p.get("nodes", 1)) > 1 else "",
         )

@@ -43,6 +43,12 @@ class WorkloadStart:
     volume: VolumeMount | None = None
     grace_period_s: int = 300
     account_id: str = ""  # whose workload: a sandboxing runtime runs each account as its own uid
+    # A member of a multi-node instance: its rank of `nodes`, and `gang_id` (its rank 0's
+    # allocation id, the same for every member of the run). A runtime that must publish where
+    # rank 0 is (Kubernetes: a Service) does it from these.
+    rank: int = 0
+    nodes: int = 1
+    gang_id: str = ""
 
 
 def check_command(start: WorkloadStart) -> None:
@@ -90,6 +96,15 @@ class Runtime(Protocol):
 
     def logs(self, allocation_id: str, tail_bytes: int = 65536) -> str:
         """The workload's stdout and stderr, the last `tail_bytes` of them."""
+        ...
+
+
+class GangAddresses(Protocol):
+    """A runtime that says where a gang's members reach its rank-0 member (optional: without
+    it, rank 0's host id is the address)."""
+
+    def gang_address(self, gang_id: str, master_host_id: str) -> str:
+        """The address every member of the gang `gang_id` uses for rank 0 on that host."""
         ...
 
 

@@ -96,7 +96,7 @@ class LocalRuntime:
     def sandboxed(self) -> bool:
         return self._sandbox is not None
 
-    def host_address(self, host_id: str) -> str:
+    def gang_address(self, gang_id: str, master_host_id: str) -> str:
         """Where a gang's members reach the rank-0 member: every local host is this machine."""
         return "127.0.0.1"
 

@@ -110,6 +110,11 @@ class SlurmRuntime:
     def state_dir(self) -> Path:
         return self._dir
 
+    def gang_address(self, gang_id: str, master_host_id: str) -> str:
+        """Where a gang's members reach its rank-0 member: the node's `NodeAddr` as Slurm knows
+        it (each member is its own job, pinned to its own node; `scontrol show node`)."""
+        return self.slurm.node_fields(master_host_id).get("NodeAddr") or master_host_id
+
     def start(self, start: WorkloadStart) -> None:
         check_allocation_id(start.allocation_id)
         check_command(start)

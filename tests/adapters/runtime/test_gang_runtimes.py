@@ -1,4 +1,5 @@
-"""End to end on real processes: a 2-node instance on the local runtime. Both members join one
+"""End to end on real processes: a 2-node instance on the local runtime and on a real Slurm (one
+job per member, each pinned to its node, the lab's `tests/slurm_lab.py`). Both members join one
 gloo group with the variables the plane gives them (`torchrun --nnodes` reads the same), share
 the volume, are interrupted together when an on-demand request reclaims one of their hosts,
 and restart together, same ranks, `LOWCOSTGPU_RESTART_COUNT=1`, once two hosts are free."""
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAM, LocalHarness
+from conftest import PROGRAM, LocalHarness, SlurmHarness
 from lowcostgpu.adapters.clock import FixedClock
 from lowcostgpu.adapters.fakes import FakeVolumes
 from lowcostgpu.adapters.files import load_catalog
@@ -31,16 +32,29 @@ WORKER = Path(__file__).with_name("gang_worker.py")
 POOL = PoolKey("eu-west", "a100-sxm4")
 
 
+@pytest.fixture(params=["local", "slurm"])
+def real(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalHarness]:
+    """A runtime on real processes: the local one, or Slurm's (its hosts are the lab's nodes)."""
+    harness = LocalHarness(tmp_path) if request.param == "local" else SlurmHarness(tmp_path)
+    yield harness
+    harness.cleanup()
+
+
+def _hosts(real: LocalHarness) -> list[Host]:
+    names = ["node1", "node2"] if isinstance(real, SlurmHarness) else ["box-a", "box-b"]
+    return [Host(name, POOL, 1) for name in names]
+
+
 @pytest.fixture
-def gang_plane(local: LocalHarness, tmp_path: Path) -> Iterator[tuple[Wired, MemoryStore, Path]]:
+def gang_plane(real: LocalHarness, tmp_path: Path) -> Iterator[tuple[Wired, MemoryStore, Path]]:
     store, volumes_root = MemoryStore(), tmp_path / "volumes"
     wired = wire(
         store=store,
-        runtime=local.runtime,
+        runtime=real.runtime,
         volumes=FakeVolumes(root=str(volumes_root)),
         clock=FixedClock(1_000_000),
         ids=_Ids(),
-        hosts=[Host("box-a", POOL, 1), Host("box-b", POOL, 1)],
+        hosts=_hosts(real),
         catalog=load_catalog(),
         secret=b"0123456789abcdef0123456789abcdef",
         metadata_url="http://127.0.0.1:9/v1/metadata",
@@ -68,7 +82,7 @@ def _seen(volume: Path, restart: int) -> list[dict[str, str]] | None:
 
 
 def test_a_two_node_instance_runs_is_reclaimed_as_one_and_restarts_with_its_ranks(
-    local: LocalHarness, gang_plane: tuple[Wired, MemoryStore, Path]
+    real: LocalHarness, gang_plane: tuple[Wired, MemoryStore, Path]
 ) -> None:
     wired, store, volume = gang_plane
     plane = wired.plane
@@ -96,9 +110,10 @@ def test_a_two_node_instance_runs_is_reclaimed_as_one_and_restarts_with_its_rank
     assert len({m["MASTER_PORT"] for m in first}) == 1
     state = store.instance(gang).state
     assert state.status is InstanceStatus.RUNNING
-    assert sorted([state.host_id, *(m.host_id for m in state.members)]) == ["box-a", "box-b"]
+    held = sorted([str(state.host_id), *(m.host_id for m in state.members)])
+    assert held == [h.id for h in _hosts(real)]
 
-    od_control = local.root / "control" / "od"
+    od_control = real.root / "control" / "od"
     od_control.mkdir(parents=True)
     od = plane.launch(
         LaunchRequest(
