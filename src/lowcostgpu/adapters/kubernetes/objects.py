@@ -24,6 +24,8 @@ ALLOCATION_LABEL: Final = "lowcostgpu.io/allocation"  # a hash of the allocation
 ALLOCATION_ID: Final = "lowcostgpu.io/allocation-id"
 INSTANCE_ID: Final = "lowcostgpu.io/instance-id"
 GPU_INDICES: Final = "lowcostgpu.io/gpu-indices"
+GANG_LABEL: Final = "lowcostgpu.io/gang"  # a hash of a multi-node run's rank-0 allocation id
+RANK_LABEL: Final = "lowcostgpu.io/rank"  # its member's rank
 EXIT_FINALIZER: Final = "lowcostgpu.io/exit-report"  # keeps an ended pod until forget()
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 MAX_POD_GRACE_S: Final = 300
@@ -55,6 +57,32 @@ def object_name(prefix: str, raw: str) -> str:
 
 def pod_name(allocation_id: str) -> str:
     return object_name("lcg", allocation_id)
+
+
+def gang_service_name(gang_id: str) -> str:
+    return object_name("lcg-gang", gang_id)
+
+
+def gang_service(start: WorkloadStart) -> dict[str, Any]:
+    """The headless Service that names a gang's rank-0 pod in the cluster's DNS
+    (`<name>.<namespace>.svc`): the members' `MASTER_ADDR`. Its addresses are published before
+    the pod is ready (the members rendezvous while starting)."""
+    port = int(start.env.get("LOWCOSTGPU_MASTER_PORT", "29400"))
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": gang_service_name(start.gang_id),
+            "labels": _labels("workload", GANG_LABEL, digest(start.gang_id)),
+            "annotations": {ALLOCATION_ID: start.gang_id, INSTANCE_ID: start.instance_id},
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {**_labels("workload", GANG_LABEL, digest(start.gang_id)), RANK_LABEL: "0"},
+            "ports": [{"name": "rendezvous", "port": port, "targetPort": port}],
+        },
+    }
 
 
 def claim_name(account_id: str, volume: str) -> str:
@@ -104,7 +132,7 @@ def workload_pod(start: WorkloadStart, *, image: str, env_secret: str) -> dict[s
         "kind": "Pod",
         "metadata": {
             "name": pod_name(start.allocation_id),
-            "labels": _labels("workload", ALLOCATION_LABEL, digest(start.allocation_id)),
+            "labels": _pod_labels(start),
             "annotations": {
                 ALLOCATION_ID: start.allocation_id,
                 INSTANCE_ID: start.instance_id,
@@ -230,6 +258,14 @@ def gpus_of_pod(pod: Any) -> int:
 
 def pod_ended(pod: Any) -> bool:
     return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
+
+
+def _pod_labels(start: WorkloadStart) -> dict[str, str]:
+    """A workload pod's labels; a gang member's say which gang and which rank."""
+    labels = _labels("workload", ALLOCATION_LABEL, digest(start.allocation_id))
+    if start.nodes > 1:
+        labels |= {GANG_LABEL: digest(start.gang_id), RANK_LABEL: str(start.rank)}
+    return labels
 
 
 def _labels(role: str, key: str, value: str) -> dict[str, str]:

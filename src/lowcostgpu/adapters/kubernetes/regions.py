@@ -68,6 +68,10 @@ class RegionalRuntime:
         for runtime in self.runtimes.values():
             runtime.close()
 
+    def gang_address(self, gang_id: str, master_host_id: str) -> str:
+        """Rank 0's address, as the region of its host publishes it."""
+        return self.runtimes[self.hosts.of(master_host_id)].gang_address(gang_id, master_host_id)
+
     def start(self, start: WorkloadStart) -> None:
         region = self.hosts.of(start.host_id)
         self.runtimes[region].start(start)

@@ -30,8 +30,12 @@ from lowcostgpu.adapters.kubernetes.informer import PodCache
 from lowcostgpu.adapters.kubernetes.nodes import KubernetesNodes
 from lowcostgpu.adapters.kubernetes.objects import (
     EXIT_FINALIZER,
+    GANG_LABEL,
+    RANK_LABEL,
     check_allocation_id,
     env_secret,
+    gang_service,
+    gang_service_name,
     gpus_of_node,
     gpus_of_pod,
     pod_ended,
@@ -78,10 +82,18 @@ class KubernetesRuntime:
             self._cache.stop()
             self._cache = None
 
+    def gang_address(self, gang_id: str, master_host_id: str) -> str:
+        """A gang's rank 0 as its members reach it: the DNS name of its headless Service."""
+        return f"{gang_service_name(gang_id)}.{self.namespace}.svc"
+
     def start(self, start: WorkloadStart) -> None:
         check_allocation_id(start.allocation_id)
         check_command(start)
         self._check_host_free(start)
+        if start.nodes > 1 and start.rank == 0:  # before the pod: its members look it up
+            service = gang_service(start)
+            name = service["metadata"]["name"]
+            self._create(self.kube.core.create_namespaced_service, service, f"service {name}")
         secret = env_secret(start)
         self._create(self.kube.core.create_namespaced_secret, secret, "its environment")
         pod = workload_pod(start, image=self.image, env_secret=secret["metadata"]["name"])
@@ -139,6 +151,11 @@ class KubernetesRuntime:
             self.kube.retry_conflicts(lambda: self._release(allocation_id), what="forget")
             if self._cache is not None:
                 self._cache.forget(pod.metadata.name)
+            labels = pod.metadata.labels or {}
+            if GANG_LABEL in labels and labels.get(RANK_LABEL) == "0":  # its run's Service
+                self._delete(
+                    self.kube.core.delete_namespaced_service, gang_service_name(allocation_id)
+                )
         self._delete(self.kube.core.delete_namespaced_secret, pod_name(allocation_id))
 
     def holds(self, allocation_id: str) -> bool:
