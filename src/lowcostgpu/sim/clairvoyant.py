@@ -54,7 +54,7 @@ class Clairvoyant:
     def true_loss_gpu_s(self, alloc: Allocation, now: Timestamp) -> int:
         if self.loss_s is None:
             raise InvalidRequest(f"{self.name} only runs in the simulator, which knows the loss")
-        return alloc.gpus * self.loss_s(alloc.subject_id, now)
+        return alloc.priced_gpus * self.loss_s(alloc.subject_id, now)
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         loss = self.true_loss_gpu_s(alloc, now)

@@ -31,14 +31,20 @@ class Job:
     capacity_class: CapacityClass
     checkpoint_interval_s: int | None = None
     checkpoint_cost_s: int = 0
+    nodes: int = 1  # a multi-node job (a gang): `nodes` hosts with `gpus` GPUs each
 
     def __post_init__(self) -> None:
-        if self.work_s < 1 or self.gpus < 1 or self.submit_s < 0:
-            raise InvalidRequest(f"job {self.id}: work_s and gpus must be ≥ 1, submit_s ≥ 0")
+        if self.work_s < 1 or self.gpus < 1 or self.submit_s < 0 or self.nodes < 1:
+            raise InvalidRequest(f"job {self.id}: work_s, gpus and nodes must be ≥ 1, submit_s ≥ 0")
         if self.checkpoint_interval_s is not None and self.checkpoint_interval_s < 1:
             raise InvalidRequest(f"job {self.id}: checkpoint_interval_s must be ≥ 1")
         if self.checkpoint_cost_s < 0:
             raise InvalidRequest(f"job {self.id}: checkpoint_cost_s must be ≥ 0")
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs across all its hosts: what its lost work and its useful work are counted on."""
+        return self.gpus * self.nodes
 
     @property
     def checkpoints(self) -> bool:

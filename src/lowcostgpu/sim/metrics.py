@@ -79,7 +79,7 @@ def summarise(result: SimResult, catalog: Catalog) -> dict[str, Any]:
     ir = [w for w in wls if w.job.capacity_class is _IR]
     lines = rated_lines(result, catalog)
     billed_ir = sum(line.quantity_s for line in lines if line.capacity_class is _IR)
-    useful_ir = sum(w.useful_s(result.end_s) * w.job.gpus for w in ir)
+    useful_ir = sum(w.useful_s(result.end_s) * w.job.total_gpus for w in ir)
     capacity_gpu_s = sum(h.gpu_count for h in result.trace.hosts) * result.end_s
     return {
         "policy": result.policy,
@@ -96,10 +96,30 @@ def summarise(result: SimResult, catalog: Catalog) -> dict[str, Any]:
         **_utilisation(result, capacity_gpu_s),
         **_revenue(lines),
         **lost_work_credit_figures(result, lines, catalog),
+        "gangs": _gangs(ir),
         "queue_eta": eta_figures(result.etas, result.workloads, percentile),
         "risk_warnings": risk_figures(result.warnings, result.workloads, percentile),
         "events": result.events,
         "engine_calls": result.engine_calls,
+    }
+
+
+def _gangs(ir: list[Workload]) -> dict[str, Any] | None:
+    """Multi-node jobs apart (None when the trace has none): how long they waited to start,
+    how often they were interrupted, and the work they lost, on all their hosts."""
+    gangs = [w for w in ir if w.job.nodes > 1]
+    if not gangs:
+        return None
+    interruptions = [len(w.interruptions) for w in gangs]
+    return {
+        "jobs": len(gangs),
+        "nodes_max": max(w.job.nodes for w in gangs),
+        "never_started": sum(w.first_start is None for w in gangs),
+        "wait_to_start_p50_s": percentile(_waits(gangs), 50),
+        "wait_to_start_p99_s": percentile(_waits(gangs), 99),
+        "interruptions": sum(interruptions),
+        "interruptions_per_gang_max": max(interruptions),
+        "lost_gpu_hours": _hours(sum(w.lost_s * w.job.total_gpus for w in gangs)),
     }
 
 
@@ -126,7 +146,7 @@ def _interruptions(ir: list[Workload]) -> dict[str, Any]:
     for count in per_job:
         histogram[str(min(count, 10)) if count < 10 else "10+"] += 1
     return {
-        "lost_gpu_hours": _hours(sum(w.lost_s * w.job.gpus for w in ir)),
+        "lost_gpu_hours": _hours(sum(w.lost_s * w.job.total_gpus for w in ir)),
         "interruptions": sum(per_job),
         "interrupted_jobs": sum(1 for c in per_job if c),
         "interruptions_per_job_max": max(per_job, default=0),

@@ -59,7 +59,7 @@ class WarningLog:
         written_at = wl.save_early(now)
         if written_at is not None:
             self.early_saves += 1
-            self.early_save_gpu_s += wl.job.checkpoint_cost_s * wl.job.gpus
+            self.early_save_gpu_s += wl.job.checkpoint_cost_s * wl.job.total_gpus
         return written_at
 
 

@@ -231,7 +231,14 @@ class Simulation:
         wl = self.workloads[job_id]
         job = wl.job
         spec = LaunchSpec(
-            job.id, job.pool, job.gpus, job.capacity_class, ACCOUNT, True, self.grace_period_s
+            job.id,
+            job.pool,
+            job.gpus,
+            job.capacity_class,
+            ACCOUNT,
+            True,
+            self.grace_period_s,
+            nodes=job.nodes,
         )
         before = self.state
         try:
@@ -331,7 +338,7 @@ class Simulation:
             if isinstance(effect, EmitEvent) and effect.object_kind == "instance":
                 if effect.reason is Reason.PREEMPTED:
                     wl = self.workloads[effect.object_id]
-                    lost = self._loss_if_noticed_s(wl.job.id, effect.at) * wl.job.gpus
+                    lost = self._loss_if_noticed_s(wl.job.id, effect.at) * wl.job.total_gpus
                     self.true_loss_at_notice_gpu_s[wl.job.id] = lost
                 elif effect.reason is Reason.INTERRUPTED:
                     self._credit_drain(effect, step)
@@ -369,6 +376,8 @@ class Simulation:
         self._account(now)
         self.running[wl.job.capacity_class] += wl.job.gpus
         self.owner[effect.allocation_id] = wl.job.id
+        if effect.rank > 0:
+            return  # a gang's other member: the job's run is its rank 0's (`_ended`)
         wl.start(effect.allocation_id, now)
         self._report(wl.job.id, WorkloadStarted(), now)
         self._schedule_next(wl)
@@ -423,7 +432,7 @@ class Simulation:
             if wl.saves and wl.saved_s > 0:
                 self._checkpoint(job_id, wl.saved_s, now)
             wl.end_run(now)
-            self._report(job_id, WorkloadExited(EXIT_ON_SIGTERM), now)
+            self._ended(job_id, EXIT_ON_SIGTERM, now)
         elif wl.noticed_at is not None:
             return  # it stopped working at the notice
         elif kind == "early-save":
@@ -436,10 +445,21 @@ class Simulation:
             self._schedule_next(wl)
         elif kind == "finish":
             wl.finish(now)
-            self._report(job_id, WorkloadExited(0), now)
+            self._ended(job_id, 0, now)
+
+    def _ended(self, job_id: str, exit_code: int, now: int) -> None:
+        """The job's workload exited: every member of a gang at once (the simulated members
+        work in step), in one engine call."""
+        inst = self.state.instances[job_id]
+        if not inst.members:
+            self._report(job_id, WorkloadExited(exit_code), now)
+            return
+        reports = [(job_id, WorkloadExited(exit_code, a)) for a in inst.allocation_ids()]
+        self.engine_calls += 1
+        self._apply(engine.report_many(self.state, reports, now, self.config))
 
     def _gpus_of(self, job_id: str) -> int:
-        return self.workloads[job_id].job.gpus
+        return self.workloads[job_id].job.total_gpus
 
     def _loss_if_noticed_s(self, job_id: str, now: int) -> int:
         wl = self.workloads.get(job_id)

@@ -42,6 +42,10 @@ were scheduled; "assumption" = ours, no public figure used):
   are `mix.CHECKPOINT_HABITS`' habits. "Only at a notice" is a job with no checkpoint interval and
   a cost > 0: it saves once at SIGTERM (sim/workload.py; where that is not implemented it behaves
   as a job that never saves).
+- Multi-node jobs (`gangs`, default 0: none): that share of the interruptible jobs asks for
+  2 to `gang_nodes` (4) hosts of its GPU count, uniformly; their arrival rate is lowered so that
+  the interruptible load stays the share asked. Assumption (Alibaba's openb pods say nothing of
+  workers); a gang's choice comes from its own seeded stream, so `gangs=0` is the trace as before.
 - Warm start: the trace begins in its steady state, not on an empty fleet. Jobs are drawn from
   `max_h` before time 0; those that would still be running at 0 are submitted at 0 with the work
   they have left (on-demand first). Without it a day would never fill: with the defaults, 54 % of
@@ -106,8 +110,16 @@ class Stress:
     median_h: float = 1.0
     sigma: float = 1.9
     max_h: float = 168.0
+    gangs: float = 0.0
+    gang_nodes: int = 4
 
     def __post_init__(self) -> None:
+        if not 0 <= self.gangs <= 1 or self.gang_nodes < 2:
+            raise InvalidRequest(
+                f"stress: gangs is a share (0 to 1, got {self.gangs}) and gang_nodes ≥ 2 "
+                f"(got {self.gang_nodes})",
+                hint="for example gangs=0.05,gang_nodes=4",
+            )
         if self.gpus < MIN_GPUS:
             raise InvalidRequest(
                 f"stress: gpus must be ≥ {MIN_GPUS} (so that every pool has a host), "
@@ -273,8 +285,11 @@ def _pool_jobs(
     curve = demand_curve(options.on_demand, options.peak) if on_demand else (1.0,) * 24
     mean_gpus = sum(g * w for g, w in sizes) / sum(w for _, w in sizes)
     job_gpu_h = mean_gpus * mean_hours(options.median_h, options.sigma, options.max_h)
+    gangs = 0.0 if on_demand else options.gangs
+    job_gpu_h *= 1 + gangs * ((2 + options.gang_nodes) / 2 - 1)  # the mean nodes of a job
     per_s = [share * pool_gpus * m / job_gpu_h / 3600 for m in curve]
     rng = random.Random(f"stress:{seed}:{pool}:{klass.value}")
+    gang_rng = random.Random(f"stress-gangs:{seed}:{pool}")
     mu, max_s = math.log(options.median_h * 3600), options.max_h * 3600
     tag = "d" if on_demand else "i"  # on-demand first among the jobs of one second
     for n, t in enumerate(_arrivals(rng, per_s, -int(max_s), horizon_s)):
@@ -287,6 +302,9 @@ def _pool_jobs(
                 continue
         job_id = f"st-{tag}-{pool.gpu_type}-{n:07d}"
         interval, cost = (None, 0) if on_demand else stress_habit(seed, job_id)
+        nodes = 1
+        if gangs and gang_rng.random() < gangs:
+            nodes = gang_rng.randint(2, options.gang_nodes)
         yield Job(
             id=job_id,
             submit_s=submit,
@@ -296,6 +314,7 @@ def _pool_jobs(
             capacity_class=klass,
             checkpoint_interval_s=interval,
             checkpoint_cost_s=cost,
+            nodes=nodes,
         )
 
 

@@ -9,7 +9,9 @@ GPU type of the fleet, or `region/gpu_type` to name the pool (a bare type goes t
 the most GPUs of that type); `class` on-demand or interruptible (aliases standard, preemptible);
 the two checkpoint columns are empty for a job that never checkpoints; a cost without an
 interval is an interruptible job that saves only at a notice (one save of that many seconds at
-SIGTERM). A bad row is refused with an error that names its line.
+SIGTERM). An optional last column, `nodes` (empty: 1), makes a row a multi-node interruptible job:
+that many hosts with `gpus` GPUs each, placed all at once. A bad row is refused with an error
+that names its line.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ HEADER = (
     "checkpoint_interval_s",
     "checkpoint_cost_s",
 )
+WITH_NODES = (*HEADER, "nodes")  # the optional multi-node column
 
 
 def pool_index(hosts: Iterable[Host]) -> dict[str, PoolKey]:
@@ -65,9 +68,10 @@ def read_csv_trace(path: Path, hosts: list[Host]) -> Trace:
 
 
 def parse_csv_rows(rows: list[list[str]], hosts: list[Host], *, source: str) -> Trace:
-    if not rows or tuple(c.strip() for c in rows[0]) != HEADER:
+    header = tuple(c.strip() for c in rows[0]) if rows else ()
+    if header not in (HEADER, WITH_NODES):
         raise ConfigError(
-            f"{source}, line 1: the header must be {','.join(HEADER)}",
+            f"{source}, line 1: the header must be {','.join(HEADER)} (then ,nodes if you like)",
             hint="write that header on the first line, then one job a row",
             source=source,
             line=1,
@@ -78,7 +82,7 @@ def parse_csv_rows(rows: list[list[str]], hosts: list[Host], *, source: str) -> 
         if not any(cell.strip() for cell in row):
             continue  # a blank line
         try:
-            jobs.append(_job(row, f"job-{number}", pools, largest))
+            jobs.append(_job(row, len(header), f"job-{number}", pools, largest))
         except InvalidRequest as exc:
             raise ConfigError(
                 f"{source}, line {number}: {exc.message}",
@@ -94,11 +98,16 @@ def path_name(source: str) -> str:
 
 
 def _job(
-    row: list[str], job_id: str, pools: dict[str, PoolKey], largest: dict[PoolKey, int]
+    row: list[str],
+    columns: int,
+    job_id: str,
+    pools: dict[str, PoolKey],
+    largest: dict[PoolKey, int],
 ) -> Job:
-    if len(row) != len(HEADER):
-        raise InvalidRequest(f"expected {len(HEADER)} columns, found {len(row)}")
-    submit, duration, gpus, gpu_type, klass, interval, cost = (c.strip() for c in row)
+    if len(row) != columns:
+        raise InvalidRequest(f"expected {columns} columns, found {len(row)}")
+    cells = [c.strip() for c in row] + [""] * (len(WITH_NODES) - columns)
+    submit, duration, gpus, gpu_type, klass, interval, cost, nodes_text = cells
     pool = pools.get(gpu_type)
     if pool is None:
         known = ", ".join(sorted(k for k in pools if "/" not in k))
@@ -112,6 +121,12 @@ def _job(
             "checkpoint_cost_s without checkpoint_interval_s (a save only at a notice) is for "
             "interruptible jobs: an on-demand job is never noticed"
         )
+    nodes = _whole(nodes_text, "nodes", minimum=1) if nodes_text else 1
+    if nodes > 1 and not capacity_class.preemptible:
+        raise InvalidRequest(
+            f"{nodes} nodes for an on-demand job: multi-node jobs are interruptible",
+            hint="write interruptible in its class column, or leave nodes empty",
+        )
     return Job(
         id=job_id,
         submit_s=_whole(submit, "submit_s", minimum=0),
@@ -123,6 +138,7 @@ def _job(
         if interval
         else None,
         checkpoint_cost_s=_whole(cost, "checkpoint_cost_s", minimum=0) if cost else 0,
+        nodes=nodes,
     )
 
 
