@@ -143,6 +143,8 @@ def test_a_reclaimed_gang_signals_all_members_and_ends_when_the_last_has_exited(
     world.report("g", WorkloadStarted(), 1)
     world.launch("od", 4, 500, cls=OD)
     assert world.reasons("g").count(Reason.PREEMPTED) == 1  # one event for the gang
+    (notice,) = [e for e in world.of(EmitEvent, "g") if e.reason is Reason.PREEMPTED]
+    assert notice.data["host_ids"] == ["h0", "h1"] and notice.data["nodes"] == 2
     signalled = {e.allocation_id for e in world.of(SignalWorkload, "g")}
     assert signalled == set(world.state.instances["g"].allocation_ids())
     rank0, rank1 = world.state.instances["g"].allocation_ids()

@@ -392,6 +392,8 @@ def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> Result:
         run_s=None if s.started_at is None else max(0, now - s.started_at),
         auto_requeue=s.auto_requeue,
     )
+    if s.members:  # a gang is reclaimed as one: the notice names every host it leaves
+        data = {**data, "host_ids": _hosts(s), "nodes": s.nodes}
     message = preempted_message(window, kept=_kept_words(s), then=_after_reclaim_words(s))
     return _begin_drain(s, instance_event(s, Reason.PREEMPTED, message, now, **data), now)
 

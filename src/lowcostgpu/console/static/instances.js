@@ -21,7 +21,7 @@ function instanceRows(instances, state) {
   return table([
     ["Instance", (i) => link(`#/instances/${i.id}`, i.id), "mono"],
     ["State", (i) => badge(i.status)],
-    ["GPU", (i) => `${i.gpus}× ${i.gpu}`, "nowrap"],
+    ["GPU", (i) => gpuText(i), "nowrap"],
     ["Type", (i) => badge(i.type)],
     ["Price/h", (i) => money(i.price_per_hour, 3), "num", (i) => Number(i.price_per_hour)],
     ["Restarts", (i) => i.restart_count, "num"],
@@ -175,11 +175,21 @@ function eventRows(inst, events, state) {
   ], [...events].reverse(), "No events yet.", { id: "timeline", class: "events" }, { state });
 }
 
+// A multi-node instance: GPUs per host × hosts (its bill covers them all).
+function gpuText(inst) {
+  const each = `${inst.gpus}× ${inst.gpu}`;
+  return inst.nodes > 1 ? `${each} × ${inst.nodes} hosts` : each;
+}
+
+function hostsText(inst) {
+  return inst.host_ids.length ? `on ${inst.host_ids.join(", ")}` : "not placed";
+}
+
 function header(inst, usage, actions) {
   return [
     h("h1", {}, inst.id, badge(inst.status), badge(inst.type), h("span", { class: "live" }, "live"), actions),
     h("div", { class: "stats" },
-      stat("GPU", `${inst.gpus}× ${inst.gpu}`, inst.region),
+      stat("GPU", gpuText(inst), inst.nodes > 1 ? `${inst.region} · ${hostsText(inst)}` : inst.region),
       stat("Price", `${money(inst.price_per_hour, 3)}/h`),
       stat("Restarts", inst.restart_count, `${inst.interruption_count} interruption(s)`),
       h("div", { class: "stat", id: "last-step" }, h("div", { class: "label" }, "Last checkpoint"),
