@@ -126,8 +126,9 @@ class TorchState:
     ) -> Future[Any]:
         """Model and optimizer via torch.distributed.checkpoint.async_save; the small rest now.
 
-        Blocks only while DCP stages the tensors into CPU memory. Works without a process
-        group (single process); under torch.distributed every rank must call it.
+        Blocks only while DCP stages the tensors into CPU memory. For a single process (no
+        process group needed); the rest is one file, which several ranks would overwrite with
+        their own RNG states: a job of several processes uses `torch_distributed`.
         """
         from torch.distributed.checkpoint.state_dict_saver import async_save
 
