@@ -1,7 +1,8 @@
 """The workload side: checkpoint and resume on preemptible capacity.
 
 Imports nothing of the control plane: it reads only the workload contract (environment, SIGTERM,
-the metadata endpoint). PyTorch helpers live in `lowcostgpu.sdk.torch`, imported only on demand.
+the metadata endpoint). PyTorch helpers live in `lowcostgpu.sdk.torch` (and, for jobs of several
+processes, `lowcostgpu.sdk.torch_distributed`), imported only on demand.
 """
 
 from lowcostgpu.sdk.batch import BatchProgress

@@ -19,6 +19,10 @@ ENV_RESTART_COUNT = "LOWCOSTGPU_RESTART_COUNT"
 ENV_GRACE_PERIOD_S = "LOWCOSTGPU_GRACE_PERIOD_S"
 ENV_METADATA_URL = "LOWCOSTGPU_METADATA_URL"
 ENV_TOKEN = "LOWCOSTGPU_TOKEN"
+ENV_NODE_RANK = "LOWCOSTGPU_NODE_RANK"
+ENV_NUM_NODES = "LOWCOSTGPU_NUM_NODES"
+ENV_MASTER_ADDR = "LOWCOSTGPU_MASTER_ADDR"
+ENV_MASTER_PORT = "LOWCOSTGPU_MASTER_PORT"
 
 
 class WorkloadEnvError(ValueError):
@@ -35,6 +39,10 @@ class WorkloadEnv:
     grace_period_s: int
     metadata_url: str | None
     token: str | None
+    node_rank: int  # this member of a multi-node instance: 0 .. num_nodes - 1
+    num_nodes: int  # 1 for a single-host instance
+    master_addr: str | None  # rank 0's host and port, where the members rendezvous
+    master_port: int | None
 
     @property
     def is_managed(self) -> bool:
@@ -48,6 +56,8 @@ class WorkloadEnv:
         """Read the contract from `environ` (default: os.environ); raise WorkloadEnvError if bad."""
         env = os.environ if environ is None else environ
         volume_text = _optional(env, ENV_VOLUME)
+        node_rank, num_nodes = _members(env)
+        master_addr, master_port = _master(env, num_nodes)
         return cls(
             instance_id=_optional(env, ENV_INSTANCE_ID),
             volume=Path(volume_text) if volume_text is not None else Path(default_volume),
@@ -55,6 +65,10 @@ class WorkloadEnv:
             grace_period_s=_non_negative_int(env, ENV_GRACE_PERIOD_S, DEFAULT_GRACE_PERIOD_S),
             metadata_url=_url(env, ENV_METADATA_URL),
             token=_optional(env, ENV_TOKEN),
+            node_rank=node_rank,
+            num_nodes=num_nodes,
+            master_addr=master_addr,
+            master_port=master_port,
         )
 
 
@@ -92,3 +106,39 @@ def _url(env: Mapping[str, str], name: str) -> str | None:
             "'http://169.254.169.254/lowcostgpu/v1' or unset it for a local run"
         )
     return text.rstrip("/")
+
+
+def _members(env: Mapping[str, str]) -> tuple[int, int]:
+    """(node_rank, num_nodes); a rank outside the instance would wait forever at the rendezvous
+    for members that never come, so it fails here instead."""
+    num_nodes = _non_negative_int(env, ENV_NUM_NODES, default=1)
+    if num_nodes < 1:
+        raise WorkloadEnvError(f"{ENV_NUM_NODES}=0: an instance has at least one node")
+    node_rank = _non_negative_int(env, ENV_NODE_RANK, default=0)
+    if node_rank >= num_nodes:
+        raise WorkloadEnvError(
+            f"{ENV_NODE_RANK}={node_rank} is not below {ENV_NUM_NODES}={num_nodes}; "
+            f"ranks run from 0 to {num_nodes - 1}"
+        )
+    return node_rank, num_nodes
+
+
+def _master(env: Mapping[str, str], num_nodes: int) -> tuple[str | None, int | None]:
+    """Rank 0's address and port; required with more than one node (no member could find the
+    others), optional otherwise."""
+    addr = _optional(env, ENV_MASTER_ADDR)
+    if addr is not None and ("://" in addr or any(c.isspace() for c in addr)):
+        raise WorkloadEnvError(
+            f"{ENV_MASTER_ADDR}={addr!r} is not a host name or IP address; "
+            "expected something like '10.0.0.5' or 'node-0'"
+        )
+    port = _non_negative_int(env, ENV_MASTER_PORT, default=0)  # 0: unset (never a valid port)
+    if port > 65535 or (port == 0 and _optional(env, ENV_MASTER_PORT) is not None):
+        raise WorkloadEnvError(f"{ENV_MASTER_PORT}={port} is not a TCP port (1 to 65535)")
+    if num_nodes > 1 and (addr is None or port == 0):
+        missing = ENV_MASTER_ADDR if addr is None else ENV_MASTER_PORT
+        raise WorkloadEnvError(
+            f"{missing} is unset but {ENV_NUM_NODES}={num_nodes}; a member of a multi-node "
+            "instance needs rank 0's address and port"
+        )
+    return addr, port or None

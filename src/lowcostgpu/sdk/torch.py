@@ -126,16 +126,15 @@ class TorchState:
     ) -> Future[Any]:
         """Model and optimizer via torch.distributed.checkpoint.async_save; the small rest now.
 
-        Blocks only while DCP stages the tensors into CPU memory. Works without a process
-        group (single process); under torch.distributed every rank must call it.
+        Blocks only while DCP stages the tensors into CPU memory. For a single process (no
+        process group needed); the rest is one file, which several ranks would overwrite with
+        their own RNG states: a job of several processes uses `torch_distributed`.
         """
         from torch.distributed.checkpoint.state_dict_saver import async_save
 
-        small = self.state_dict(step, extra)
-        del small["model"], small["optimizer"]
-        torch.save(small, Path(directory) / META_FILE)
+        torch.save(self.rest_state(step, extra), Path(directory) / META_FILE)
         response = async_save(
-            self._dcp_state(),
+            self.dcp_state(),
             checkpoint_id=str(Path(directory) / DCP_DIR),
             no_dist=not _distributed(),
         )
@@ -146,20 +145,22 @@ class TorchState:
         """Restore from a directory written by save, stage or save_dcp_async."""
         directory = Path(directory)
         if (directory / DCP_DIR).is_dir():
-            state = torch.load(directory / META_FILE, map_location="cpu", weights_only=True)
-            state.update(self._load_dcp(directory / DCP_DIR))
-        else:
-            state = torch.load(directory / STATE_FILE, map_location="cpu", weights_only=True)
+            from torch.distributed.checkpoint.state_dict_loader import load
+
+            target = self.dcp_state()
+            load(target, checkpoint_id=str(directory / DCP_DIR), no_dist=not _distributed())
+            self.apply_dcp_state(target)
+            rest = torch.load(directory / META_FILE, map_location="cpu", weights_only=True)
+            return self.apply_rest(rest)
+        state = torch.load(directory / STATE_FILE, map_location="cpu", weights_only=True)
         self.model.load_state_dict(state["model"])
         if self.optimizer is not None and state["optimizer"] is not None:
             self.optimizer.load_state_dict(state["optimizer"])
-        if self.scheduler is not None and state["scheduler"] is not None:
-            self.scheduler.load_state_dict(state["scheduler"])
-        restore_rng_state(state["rng"])
-        return LoadedState(step=int(state["step"]), extra=dict(state["extra"]))
+        return self.apply_rest(state)
 
-    def _dcp_state(self) -> dict[str, Any]:
-        """DCP's own view (string keys; optimizer state created if the optimizer is fresh)."""
+    def dcp_state(self) -> dict[str, Any]:
+        """Model and optimizer in DCP's own view (string keys, DDP/FSDP wrappers undone, the
+        optimizer's state created if it is fresh): what DCP saves and loads in place."""
         from torch.distributed.checkpoint.state_dict import get_state_dict
 
         optimizers = [self.optimizer] if self.optimizer is not None else []
@@ -169,24 +170,31 @@ class TorchState:
             state["optimizer"] = optim_state
         return state
 
-    def _load_dcp(self, path: Path) -> dict[str, Any]:
-        """Load DCP tensors in place, then return plain state dicts for the common path."""
+    def apply_dcp_state(self, loaded: Mapping[str, Any]) -> None:
+        """Put a `dcp_state()` that DCP has loaded into back into the model and optimizer."""
         from torch.distributed.checkpoint.state_dict import set_state_dict
-        from torch.distributed.checkpoint.state_dict_loader import load
 
-        target = self._dcp_state()
-        load(target, checkpoint_id=str(path), no_dist=not _distributed())
         optimizers = [self.optimizer] if self.optimizer is not None else []
         set_state_dict(
             self.model,
             optimizers,
-            model_state_dict=target["model"],
-            optim_state_dict=target.get("optimizer", {}),
+            model_state_dict=loaded["model"],
+            optim_state_dict=loaded.get("optimizer", {}),
         )
-        return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
-        }
+
+    def rest_state(self, step: int, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Everything but the model and optimizer (step, scheduler, RNGs, extra): small, and
+        private to the process (each rank has its own RNG streams), so saved beside DCP."""
+        rest = self.state_dict(step, extra)
+        del rest["model"], rest["optimizer"]
+        return rest
+
+    def apply_rest(self, rest: Mapping[str, Any]) -> LoadedState:
+        """Restore a `rest_state()`: scheduler and RNGs; returns the step and the extra dict."""
+        if self.scheduler is not None and rest["scheduler"] is not None:
+            self.scheduler.load_state_dict(rest["scheduler"])
+        restore_rng_state(rest["rng"])
+        return LoadedState(step=int(rest["step"]), extra=dict(rest["extra"]))
 
 
 def _distributed() -> bool:
