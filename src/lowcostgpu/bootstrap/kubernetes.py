@@ -46,6 +46,8 @@ class KubeOptions:
     label_prefix: str = "lowcostgpu.io"
     preemptible_taint: str | None = None
     event_reason: str = "NodePreempted"
+    storage_class: str | None = None  # volume claims' storage class (None: the cluster default)
+    volume_access: str = "ReadWriteOnce"  # ReadWriteMany: multi-node instances' volumes
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,13 @@ def kube_runtime_of(
     ) -> tuple[KubernetesRuntime, KubernetesVolumes, KubernetesNodes]:
         nodes = KubernetesNodes(kube, store, names=names, plane=namespace, hosts=host_ids)
         runtime = KubernetesRuntime(kube, namespace=namespace, image=image, nodes=nodes)
-        return runtime, KubernetesVolumes(kube, namespace=namespace), nodes
+        volumes = KubernetesVolumes(
+            kube,
+            namespace=namespace,
+            storage_class=options.storage_class,
+            access_mode=options.volume_access,
+        )
+        return runtime, volumes, nodes
 
     if clusters.single is not None:
         return trio(clusters.single, [h.id for h in hosts])

@@ -91,6 +91,8 @@ class ServeOptions:
     kube_label_prefix: str = "lowcostgpu.io"  # kubernetes: names on Nodes (`KubeNames`)
     kube_preemptible_taint: str | None = None  # kubernetes: KEY=VALUE:EFFECT
     kube_event_reason: str = "NodePreempted"  # kubernetes: the reclaim's Event reason
+    kube_storage_class: str | None = None  # kubernetes: volume claims' storage class
+    kube_volume_access: str = "ReadWriteOnce"  # kubernetes: ReadWriteMany for multi-node
     # local runtime: sandbox every workload (docs/security.md). True: required (`serve`'s default;
     # refuse to start without bwrap), False: `--no-sandbox`, None: when this machine can (demo).
     sandbox: bool | None = None
@@ -113,6 +115,8 @@ class ServeOptions:
             label_prefix=self.kube_label_prefix,
             preemptible_taint=self.kube_preemptible_taint,
             event_reason=self.kube_event_reason,
+            storage_class=self.kube_storage_class,
+            volume_access=self.kube_volume_access,
         )
 
 

@@ -182,6 +182,16 @@ def serve(
     kube_event_reason: Annotated[
         str, typer.Option(help="kubernetes: reason of the Warning Event at a node's reclaim")
     ] = "NodePreempted",
+    kube_storage_class: Annotated[
+        str | None, typer.Option(help="kubernetes: storage class of volume claims")
+    ] = None,
+    kube_volume_access: Annotated[
+        str,
+        typer.Option(
+            help="kubernetes: access mode of new volume claims: ReadWriteOnce, or ReadWriteMany "
+            "so that a multi-node instance's members mount its volume on several nodes"
+        ),
+    ] = "ReadWriteOnce",
     slurm_conf: Annotated[
         Path | None,
         typer.Option(help="slurm: the cluster's slurm.conf (default: $SLURM_CONF, else Slurm's)"),
@@ -267,7 +277,8 @@ def serve(
         on_demand_hold_s=on_demand_hold_s, sandbox=not no_sandbox,
         credit_lost_work=credit_lost_work, fleet_from_kubernetes=fleet_from_kubernetes,
         kube_label_prefix=kube_label_prefix, kube_preemptible_taint=kube_preemptible_taint,
-        kube_event_reason=kube_event_reason,
+        kube_event_reason=kube_event_reason, kube_storage_class=kube_storage_class,
+        kube_volume_access=kube_volume_access,
     )  # fmt: skip
     with _clear_errors():
         run_server(options, typer.echo)

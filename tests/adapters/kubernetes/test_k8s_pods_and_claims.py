@@ -17,7 +17,7 @@ from lowcostgpu.adapters.kubernetes.objects import (
     claim_name,
     pod_name,
 )
-from lowcostgpu.domain.errors import NotFound
+from lowcostgpu.domain.errors import InvalidRequest, NotFound
 from lowcostgpu.ports.runtime import WorkloadStart
 
 
@@ -114,3 +114,21 @@ def test_a_resize_asks_the_claim_for_more_storage_and_never_less(
     assert claim.spec.resources.requests["storage"] == "5Gi"
     volumes.delete("acct-1", "ckpts")
     kubernetes.client.StorageV1Api(kube.core.api_client).delete_storage_class(expandable)
+
+
+@pytest.mark.parametrize("mode", ["ReadWriteOnce", "ReadWriteMany"])
+def test_claims_are_made_with_the_access_mode_the_operator_chose(
+    kube: Kube, namespace: str, mode: str
+) -> None:
+    """ReadWriteMany: the members of a multi-node instance mount its volume on several nodes."""
+    volumes = KubernetesVolumes(kube, namespace=namespace, access_mode=mode)
+    volumes.ensure("acct-1", f"ckpts-{mode.lower()}", 1)
+    made = kube.core.read_namespaced_persistent_volume_claim(
+        claim_name("acct-1", f"ckpts-{mode.lower()}"), namespace
+    )
+    assert made.spec.access_modes == [mode]
+
+
+def test_an_access_mode_lowcostgpu_does_not_make_claims_with_is_refused(kube: Kube) -> None:
+    with pytest.raises(InvalidRequest, match="ReadWriteMany"):
+        KubernetesVolumes(kube, access_mode="ReadOnlyMany")

@@ -170,9 +170,29 @@ def env_secret(start: WorkloadStart) -> dict[str, Any]:
     }
 
 
-def claim(account_id: str, volume: str, size_gb: int, storage_class: str | None) -> dict[str, Any]:
+ACCESS_MODES: Final = ("ReadWriteOnce", "ReadWriteMany")
+
+
+def check_access_mode(mode: str) -> str:
+    """A volume claim's access mode, as `serve --kube-volume-access` takes it."""
+    if mode not in ACCESS_MODES:
+        raise InvalidRequest(
+            f"volume access mode {mode!r} is not one lowcostgpu makes claims with",
+            hint="use ReadWriteOnce (one node at a time) or ReadWriteMany (the members of a "
+            "multi-node instance on several nodes; needs a storage class that provides it)",
+        )
+    return mode
+
+
+def claim(
+    account_id: str,
+    volume: str,
+    size_gb: int,
+    storage_class: str | None,
+    access_mode: str = "ReadWriteOnce",
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "accessModes": ["ReadWriteOnce"],
+        "accessModes": [access_mode],
         "resources": {"requests": {"storage": f"{size_gb}Gi"}},
     }
     if storage_class:

@@ -18,7 +18,12 @@ from typing import Any
 from kubernetes.utils import parse_quantity as _parse_quantity
 
 from lowcostgpu.adapters.kubernetes.client import Kube, already_exists
-from lowcostgpu.adapters.kubernetes.objects import VOLUME_MOUNT_PATH, claim, claim_name
+from lowcostgpu.adapters.kubernetes.objects import (
+    VOLUME_MOUNT_PATH,
+    check_access_mode,
+    claim,
+    claim_name,
+)
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, LowcostgpuError, NotFound
 from lowcostgpu.ports.runtime import VolumeMount
 
@@ -45,10 +50,20 @@ def _asked_gb(pvc: Any) -> int:
 class KubernetesVolumes:
     """`ports.runtime.Volumes` over PersistentVolumeClaims of one namespace."""
 
-    def __init__(self, kube: Kube, *, namespace: str = "default", storage_class: str | None = None):
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        namespace: str = "default",
+        storage_class: str | None = None,
+        access_mode: str = "ReadWriteOnce",
+    ):
+        """`access_mode`: the claims' (`objects.ACCESS_MODES`); a multi-node instance's members
+        mount its claim on several nodes at once, which needs ReadWriteMany."""
         self.kube = kube
         self.namespace = namespace
         self.storage_class = storage_class
+        self.access_mode = check_access_mode(access_mode)
 
     def check_fits(
         self, account_id: str, name: str, size_gb: int | None, *, region: str | None = None
@@ -69,7 +84,7 @@ class KubernetesVolumes:
     ) -> VolumeMount:
         if size_gb < 1:
             raise InvalidRequest(f"volume {name}: size must be ≥ 1 GB, got {size_gb}")
-        body = claim(account_id, name, size_gb, self.storage_class)
+        body = claim(account_id, name, size_gb, self.storage_class, self.access_mode)
         claim_id = body["metadata"]["name"]
         try:
             self.kube.call(
