@@ -152,6 +152,12 @@ FIGURES: dict[str, tuple[str, str]] = {
         "their run before the notice; lead_time_p50_s = notice − warning; early_saves = saves "
         "the warnings caused; — when there were no warnings (or no interruptions)",
     ),
+    "gangs": (
+        "count, s, GPU-h",
+        "multi-node jobs apart: how many, how long they waited to start (p50, p99), how often "
+        "they were interrupted (one reclaim of one host interrupts the whole gang) and the work "
+        "they lost on all their GPUs; — when the trace has none",
+    ),
     "events": ("count", "simulation events handled"),
     "wall_s": ("s", "wall-clock time the run took (the only figure that differs between runs)"),
 }
@@ -222,6 +228,15 @@ def summary_lines(name: str, f: dict[str, Any]) -> list[str]:
         *credit_lines(f),
         f"  simulated        {shown(f['events'])} events in {shown(f['wall_s'])} s",
     ]
+    gangs = f.get("gangs")
+    if gangs:
+        lines.insert(
+            -2,
+            f"  multi-node jobs  {shown(gangs['jobs'])} (up to {shown(gangs['nodes_max'])} hosts);"
+            f" start wait p50 {_duration(gangs['wait_to_start_p50_s'])}, p99 "
+            f"{_duration(gangs['wait_to_start_p99_s'])}; {shown(gangs['interruptions'])} "
+            f"interruptions, {shown(gangs['lost_gpu_hours'])} GPU-h lost",
+        )
     risk = f.get("risk_warnings")
     if risk and risk.get("warnings"):
         lines.insert(
