@@ -12,6 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from lowcostgpu.core import engine
 from lowcostgpu.core.effects import EmitEvent
 from lowcostgpu.core.engine import EngineState, EngineStep, LaunchSpec
+from lowcostgpu.core.engine_state import build_index
 from lowcostgpu.core.lifecycle import (
     CheckpointReported,
     StopRequested,
@@ -44,10 +45,25 @@ class EngineWorld(RuleBasedStateMachine):
     # Inputs ----------------------------------------------------------------------------------
 
     def _apply(self, step: EngineStep) -> None:
+        self._check_holds_kept(step)
         for effect in step.effects:
             if isinstance(effect, EmitEvent) and effect.reason in NOTICE_REASONS:
                 self._stop_clock(effect.object_id)
         self.state = step.state
+
+    def _check_holds_kept(self, step: EngineStep) -> None:
+        """No preemptible work of another subject is placed on a host held (at this step's
+        time) for a requeued gang; on-demand work may take it."""
+        held = {
+            h: subject
+            for subject, hold in self.state.index.survivor_holds.items()
+            if hold.until > self.now
+            for h in hold.hosts
+        }
+        before = {a.id for a in self.state.fleet.allocations()}
+        for a in step.state.fleet.allocations():
+            if a.id not in before and a.preemptible and a.host_id in held:
+                assert a.subject_id == held[a.host_id], f"{a.subject_id} took held {a.host_id}"
 
     def _stop_clock(self, subject: str) -> None:
         if subject in self.running_since:
@@ -70,9 +86,10 @@ class EngineWorld(RuleBasedStateMachine):
         except InsufficientCapacity:
             assert on_demand
 
-    @rule(gpus=st.integers(1, 2), nodes=st.integers(2, 3))
-    def launch_gang(self, gpus: int, nodes: int) -> None:
-        """A multi-node interruptible instance: `nodes` hosts of `gpus` GPUs each."""
+    @rule(gpus=st.integers(1, 2), nodes=st.integers(2, 3), hold_s=st.sampled_from([0, 60]))
+    def launch_gang(self, gpus: int, nodes: int, hold_s: int) -> None:
+        """A multi-node interruptible instance: `nodes` hosts of `gpus` GPUs each, which may
+        keep its surviving hosts for `hold_s` after a reclaim."""
         self.count += 1
         spec = LaunchSpec(
             f"g{self.count}",
@@ -81,6 +98,7 @@ class EngineWorld(RuleBasedStateMachine):
             CapacityClass.INTERRUPTIBLE,
             grace_period_s=60,
             nodes=nodes,
+            hold_survivors_s=hold_s,
         )
         self._apply(engine.launch(self.state, spec, self.now, self.config))
 
@@ -165,6 +183,11 @@ class EngineWorld(RuleBasedStateMachine):
             assert (i.id in queued) == (i.status is _I.QUEUED)
 
     @invariant()
+    def the_survivor_holds_index_is_the_one_the_instances_imply(self) -> None:
+        rebuilt = build_index(self.state.instances, self.state.nodes)
+        assert dict(self.state.index.survivor_holds) == dict(rebuilt.survivor_holds)
+
+    @invariant()
     def no_partial_gang_ever_holds_gpus(self) -> None:
         """A multi-node instance holds all its hosts or none, each a distinct host."""
         hosts: dict[str, list[str]] = {}
@@ -199,7 +222,8 @@ class EngineWorld(RuleBasedStateMachine):
             if len(closed) != len(spans):
                 continue  # still running: its open span is metered as time passes
             records = meter(closed, {}, self.now + 10_000, 60)
-            assert sum(r.quantity_s for r in records) == self.true_gpu_s.get(i.id, 0), i.id
+            held = sum(r.gpus * (r.billed_until - r.started_at) for r in i.held_runs if r.gpus)
+            assert sum(r.quantity_s for r in records) == self.true_gpu_s.get(i.id, 0) + held
 
 
 TestEngineWorld = EngineWorld.TestCase

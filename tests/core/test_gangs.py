@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from fleet_builders import POOL, host
@@ -14,6 +14,7 @@ from lowcostgpu.core.lifecycle import (
     CheckpointReported,
     LifecycleEvent,
     StartFailed,
+    StopRequested,
     WorkloadExited,
     WorkloadStarted,
 )
@@ -37,6 +38,7 @@ class World:
 
     hosts: int = 3
     gpus_per_host: int = 4
+    config: SchedulerConfig = CONFIG
     state: EngineState = field(init=False)
     effects: list[Effect] = field(default_factory=list)
 
@@ -44,15 +46,19 @@ class World:
         hosts = [host(f"h{i}", self.gpus_per_host) for i in range(self.hosts)]
         self.state = EngineState(FleetSnapshot.build(hosts))
 
-    def launch(self, iid: str, gpus: int, at: int, nodes: int = 1, cls: CapacityClass = IR) -> None:
-        spec = LaunchSpec(iid, POOL, gpus, cls, grace_period_s=60, nodes=nodes)
-        self._take(engine.launch(self.state, spec, at, CONFIG))
+    def launch(
+        self, iid: str, gpus: int, at: int, nodes: int = 1, cls: CapacityClass = IR, hold_s: int = 0
+    ) -> None:
+        spec = LaunchSpec(
+            iid, POOL, gpus, cls, grace_period_s=60, nodes=nodes, hold_survivors_s=hold_s
+        )
+        self._take(engine.launch(self.state, spec, at, self.config))
 
     def report(self, iid: str, event: LifecycleEvent, at: int) -> None:
-        self._take(engine.report(self.state, iid, event, at, CONFIG))
+        self._take(engine.report(self.state, iid, event, at, self.config))
 
     def tick(self, at: int) -> None:
-        self._take(engine.tick(self.state, at, CONFIG))
+        self._take(engine.tick(self.state, at, self.config))
 
     def _take(self, step: engine.EngineStep) -> None:
         self.state, self.effects = step.state, list(step.effects)
@@ -233,3 +239,78 @@ def test_a_gang_is_billed_for_the_gpus_of_all_its_hosts() -> None:
         world.report("g", WorkloadExited(0, member), 101)
     (span,) = instance_gpu_spans(world.state.instances["g"])
     assert (span.quantity, span.start, span.end) == (12, 1, 101)
+
+
+# --- Keeping the survivors (`hold_survivors_s`) ------------------------------------------------
+
+
+def reclaimed_gang(hold_s: int) -> tuple[World, str]:
+    """h0, h1: a gang (hold `hold_s`); h2: on-demand work. An on-demand request at 500 takes one
+    of the gang's hosts; the gang's members exit at 510. Returns the world and the kept host.
+    (No head reservation in the way: the hold alone keeps the host.)"""
+    world = World(config=replace(CONFIG, head_reservation_after_s=10_000))
+    world.launch("base", 4, 0, cls=OD)  # h0: the best fit for the first request
+    world.launch("g", 4, 1, nodes=2, hold_s=hold_s)
+    world.report("g", WorkloadStarted(), 2)
+    world.launch("od", 4, 500, cls=OD)
+    members = world.state.instances["g"].allocation_ids()
+    hosts = set(world.hosts_of("g"))
+    for member in members:
+        world.report("g", WorkloadExited(143, member), 510)
+    kept = hosts - {a.host_id for a in world.state.fleet.allocations() if a.subject_id == "od"}
+    return world, kept.pop()
+
+
+def test_a_reclaimed_gang_keeps_its_other_host_from_the_queue_while_held() -> None:
+    world, kept = reclaimed_gang(hold_s=120)
+    state = world.state.instances["g"]
+    assert state.status is _I.QUEUED and state.held_hosts == (kept,) and state.held_until == 630
+    world.launch("small", 1, 520)
+    assert world.status("small") is _I.QUEUED  # the only free host is held for the gang
+    world.report("base", WorkloadExited(0), 560)  # one more host frees: the gang restarts
+    assert world.status("g") is _I.STARTING and kept in world.hosts_of("g")
+    assert world.state.instances["g"].held_hosts == ()
+
+
+def test_without_a_hold_the_surviving_host_goes_to_the_queue_at_once() -> None:
+    world, kept = reclaimed_gang(hold_s=0)
+    world.launch("small", 1, 520)
+    assert world.status("small") is _I.STARTING and world.hosts_of("small") == [kept]
+
+
+@pytest.mark.parametrize(("tick_at", "released"), [(629, False), (630, True)])
+def test_the_hold_ends_at_its_deadline_and_the_host_goes_back_to_the_queue(
+    tick_at: int, released: bool
+) -> None:
+    world, _ = reclaimed_gang(hold_s=120)  # held from 510 to 630
+    world.launch("small", 1, 520)
+    world.tick(tick_at)
+    assert (world.status("small") is _I.STARTING) is released
+    assert (Reason.HOSTS_RELEASED in world.reasons("g")) is released
+    assert world.status("g") is _I.QUEUED
+
+
+def test_the_held_hosts_are_billed_from_the_drain_to_the_restart() -> None:
+    world, _ = reclaimed_gang(hold_s=120)
+    world.report("base", WorkloadExited(0), 560)
+    spans = instance_gpu_spans(world.state.instances["g"])
+    assert [(s.quantity, s.start, s.end) for s in spans] == [(8, 2, 500), (4, 510, 560)]
+
+
+def test_a_stop_while_held_ends_the_hold_and_its_billing() -> None:
+    world, _ = reclaimed_gang(hold_s=120)
+    world.report("g", StopRequested(), 540)
+    state = world.state.instances["g"]
+    assert state.status is _I.STOPPED and not state.held_hosts
+    assert instance_gpu_spans(state)[-1].end == 540
+
+
+@pytest.mark.parametrize(
+    ("nodes", "hold_s", "message"),
+    [(1, 60, "for multi-node instances"), (2, 361, "0 to 360 s"), (2, -1, "0 to 360 s")],
+)
+def test_a_hold_that_cannot_apply_is_refused_with_what_can(
+    nodes: int, hold_s: int, message: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        World().launch("g", 4, 0, nodes=nodes, hold_s=hold_s)

@@ -24,6 +24,7 @@ FIXED = {
     "auto_requeue",
     "grace_period_s",
     "nodes",
+    "hold_survivors_s",
 }
 
 BASE = InstanceState(
@@ -69,6 +70,9 @@ CHANGES: dict[str, Any] = {
     "runs": (),
     "members": (Member("i-1@5:r1", "h2", (0, 1)),),
     "exited_ranks": frozenset({1}),
+    "held_hosts": ("h2",),
+    "held_until": 400,
+    "held_runs": (Run("i-1@5:held", 100, None, 2),),
 }
 
 

@@ -75,3 +75,24 @@ def test_the_stress_trace_makes_gangs_only_when_asked_and_keeps_the_rest_as_it_w
     assert multi and all(2 <= j.nodes <= 4 and j.capacity_class is IR for j in multi)
     on_demand = [j for j in plain.jobs if j.capacity_class is OD]
     assert on_demand == [j for j in gangs.jobs if j.capacity_class is OD]
+
+
+@pytest.mark.parametrize("hold_s", [0, 300])
+def test_a_gang_that_keeps_its_survivors_restarts_when_one_host_frees(hold_s: int) -> None:
+    """h0, h1: the gang; h2: on-demand work until 1,000 s. An on-demand job at 100 s takes one
+    of the gang's hosts until 300 s; a small job arriving at 200 s takes the surviving host
+    unless the gang holds it (until 400 s), and then the gang waits for h2 at 1,000 s."""
+    jobs = [
+        replace(gang("g", 0, 7200, 2), hold_survivors_s=hold_s),
+        job("od1", 0, 1000, 2, OD),
+        job("od2", 100, 200, 2, OD),
+        job("small", 200, 5000, 2),
+    ]
+    config = replace(CONFIG, head_reservation_after_s=100_000)  # the hold alone keeps hosts
+    result = run(jobs, host_gpus=(2, 2, 2), config=config)
+    (restart_wait,) = result.workloads["g"].waits_after_interruption_s
+    figures = summarise(result, load_catalog())["gangs"]
+    if hold_s:
+        assert restart_wait == 200 and figures["held_idle_gpu_hours"] == round(2 * 200 / 3600, 3)
+    else:
+        assert restart_wait == 900 and figures["held_idle_gpu_hours"] == 0

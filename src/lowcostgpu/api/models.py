@@ -39,6 +39,12 @@ class InstanceIn(BaseModel):
     nodes: int = Field(
         1, ge=1, le=256, description="hosts, `gpus` each, placed all at once (interruptible)"
     )
+    hold_survivors_s: int = Field(
+        0,
+        ge=0,
+        le=600,
+        description="multi-node: after a reclaim, keep the other hosts this long (billed)",
+    )
     region: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS)
     template: str | None = Field(
         None,
@@ -139,6 +145,9 @@ class InstanceOut(BaseModel):
     host_id: str | None
     gpu_indices: list[int]
     host_ids: list[str]  # every host it holds, by rank (a multi-node instance has several)
+    hold_survivors_s: int
+    held_hosts: list[str]  # a requeued multi-node instance's hosts held for it, until held_until
+    held_until: int | None
     queue_position: int | None
     queue: QueueOut | None
     notice_at: int | None
@@ -179,6 +188,9 @@ class InstanceOut(BaseModel):
             host_id=s.host_id,
             gpu_indices=list(s.gpu_indices),
             host_ids=[] if s.host_id is None else [s.host_id, *(m.host_id for m in s.members)],
+            hold_survivors_s=s.hold_survivors_s,
+            held_hosts=list(s.held_hosts) if s.held else [],
+            held_until=s.held_until if s.held else None,
             queue_position=queue.position if queue else None,
             queue=QueueOut.of(queue, plane.clock.now()) if queue else None,
             notice_at=s.notice_at,

@@ -58,6 +58,7 @@ def _launched(ctx: ApiContext, account_id: str, body: InstanceIn) -> Response:
         type=body.type,
         gpus=body.gpus,
         nodes=body.nodes,
+        hold_survivors_s=body.hold_survivors_s,
         region=body.region,
         template=body.template,
         command=tuple(body.command),

@@ -31,6 +31,7 @@ class LaunchRequest:
     auto_requeue: bool = True
     grace_period_s: int = 300
     nodes: int = 1  # hosts, `gpus` GPUs each: a multi-node instance is placed on all at once
+    hold_survivors_s: int = 0  # a reclaimed multi-node instance keeps its other hosts this long
 
 
 def build_launch(
@@ -64,6 +65,7 @@ def build_launch(
         auto_requeue=request.auto_requeue,
         grace_period_s=request.grace_period_s,
         nodes=request.nodes,
+        hold_survivors_s=request.hold_survivors_s,
     )
     record = LaunchRecord(
         instance_id=instance_id,

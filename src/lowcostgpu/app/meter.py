@@ -65,7 +65,7 @@ class Meter:
         Cost: O(live subjects + volumes + events since the last metering pass)."""
         m = cls(interval_s, volumes={(v.account_id, v.name): v for v in store.volumes()})
         state = live.state
-        m._open = {i for i, inst in state.instances.items() if inst.runs}
+        m._open = {i for i, inst in state.instances.items() if inst.runs or inst.held_runs}
         subjects = {*m._open, *state.nodes}  # an instance that never ran owes nothing yet
         subjects |= {volume_key(a, n) for a, n in m.volumes}
         m.through = store.metered_through(subjects)
@@ -113,7 +113,7 @@ class Meter:
         """Instances a commit wrote may have started or ended a run: look at them next pass."""
         for instance_id in instance_ids:
             inst = state.instances.get(instance_id)
-            if inst is not None and inst.runs:
+            if inst is not None and (inst.runs or inst.held_runs):
                 self._open.add(instance_id)
 
     def left(self, gone: Iterable[InstanceState]) -> None:

@@ -94,6 +94,13 @@ def launch(
     nodes: Annotated[
         int, typer.Option(help="hosts of `--gpus` each, placed at once (multi-node, torchrun)")
     ] = 1,
+    hold_survivors_s: Annotated[
+        int,
+        typer.Option(
+            help="multi-node: after a reclaim, keep its other hosts this long (billed) so that "
+            "it restarts when one more host frees; 0 (off) to grace + 300"
+        ),
+    ] = 0,
     auto_requeue: Annotated[
         bool, typer.Option("--auto-requeue/--no-auto-requeue", help="requeue after interruption")
     ] = True,
@@ -108,6 +115,7 @@ def launch(
             type=type,
             gpus=gpus,
             **({"nodes": nodes} if nodes != 1 else {}),
+            **({"hold_survivors_s": hold_survivors_s} if hold_survivors_s else {}),
             region=region,
             template=template,
             command=list(command or []),

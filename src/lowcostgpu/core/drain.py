@@ -117,6 +117,7 @@ class Reclaimed:
     reason: str = ""
     for_account_id: str = ""
     policy: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    allocation_id: str = ""  # the victim allocation (a gang's member: the host taken from it)
 
     def shown_for_subject(self, account_id: str) -> str | None:
         """What the `Preempted` event of an object of `account_id` may name: the subject it was

@@ -92,6 +92,7 @@ class LaunchSpec:
     auto_requeue: bool = True
     grace_period_s: int = DEFAULT_GRACE_PERIOD_S
     nodes: int = 1  # a multi-node instance: `nodes` hosts with `gpus` GPUs each (interruptible)
+    hold_survivors_s: int = 0  # a reclaimed gang keeps its other hosts this long (0: off)
 
 
 def state_from_instances(
@@ -198,6 +199,7 @@ def launch(
         auto_requeue=spec.auto_requeue,
         grace_period_s=spec.grace_period_s,
         nodes=spec.nodes,
+        hold_survivors_s=spec.hold_survivors_s,
     )
     work = Work(state)
     if spec.capacity_class is CapacityClass.ON_DEMAND:

@@ -25,15 +25,26 @@ from lowcostgpu.core.overlay import as_map
 from lowcostgpu.core.risk import NO_RISK, RiskState
 from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.core.sorted_chunks import SortedChunks
+from lowcostgpu.core.state import SurvivorHold
 from lowcostgpu.domain.capacity import PoolKey, Timestamp
 from lowcostgpu.domain.errors import NotFound
 from lowcostgpu.domain.status import ClusterStatus, NodeStatus
 
 
 def instance_deadline(inst: InstanceState) -> Timestamp | None:
-    """The deadline `tick` must act on: a draining instance's SIGKILL time. (A finished drain
-    keeps its `deadline` field; it is history, not a timer.)"""
-    return inst.deadline if inst.status in DRAINING else None
+    """The deadline `tick` must act on: a draining instance's SIGKILL time, or the end of a
+    requeued gang's hold of its surviving hosts. (A finished drain keeps its `deadline` field;
+    it is history, not a timer.)"""
+    if inst.status in DRAINING:
+        return inst.deadline
+    return inst.held_until if inst.held else None
+
+
+def survivor_hold(inst: InstanceState) -> SurvivorHold | None:
+    """The hold a requeued gang has on its surviving hosts, while it has one."""
+    if not inst.held or inst.held_until is None:
+        return None
+    return SurvivorHold(inst.pool, inst.held_hosts, inst.held_until)
 
 
 def node_deadline(node: NodeState) -> Timestamp | None:
@@ -62,6 +73,9 @@ class StateIndex:
     instance_deadline_order: SortedChunks[tuple[Timestamp, str]] = field(
         default_factory=SortedChunks
     )
+    # Requeued gangs holding their surviving hosts, by instance id (`survivor_hold`): the queue
+    # pass keeps those hosts for them. Few (a hold lasts minutes), so a pass reads them all.
+    survivor_holds: Map[str, SurvivorHold] = field(default_factory=Map)
 
     def describes(
         self, instances: Mapping[str, InstanceState], nodes: Mapping[str, NodeState]
@@ -74,6 +88,7 @@ def build_index(
 ) -> StateIndex:
     """The index of `instances` and `nodes`, from scratch: O(instances + nodes)."""
     deadlines = {i.id: d for i in instances.values() if (d := instance_deadline(i)) is not None}
+    holds = {i: h for i in deadlines if (h := survivor_hold(instances[i])) is not None}
     node_deadlines = {n.id: d for n in nodes.values() if (d := node_deadline(n)) is not None}
     by_cluster: dict[str, set[str]] = {}
     for n in nodes.values():
@@ -85,6 +100,7 @@ def build_index(
         Map(node_deadlines),
         Map({c: frozenset(ids) for c, ids in by_cluster.items()}),
         SortedChunks.of((d, i) for i, d in deadlines.items()),
+        Map(holds),
     )
 
 

@@ -44,6 +44,13 @@ class Run:
     allocation_id: str
     started_at: Timestamp
     billed_until: Timestamp | None = None
+    # The GPUs billed in this stretch; None: the instance's own (`total_gpus`). A gang's hold of
+    # its surviving hosts (`InstanceState.held_runs`) bills the GPUs it holds, idle, for it.
+    gpus: int | None = None
+
+
+HELD_RUN_MARK: Final = ":held"  # a survivor hold's id: its drained run's allocation id, then this
+SURVIVOR_HOLD_EXTRA_S: Final = 300  # a survivor hold lasts at most the grace plus this
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +106,13 @@ class InstanceState:
     nodes: int = 1
     members: tuple[Member, ...] = ()
     exited_ranks: frozenset[int] = frozenset()
+    # Keeping the survivors: after a reclaim of some of a gang's hosts, the others stay held
+    # for it for `hold_survivors_s` (0: off). `held_hosts` are kept from the reclaim on;
+    # `held_until` is set when the drain ends and the gang is requeued (`core.queue`).
+    hold_survivors_s: int = 0
+    held_hosts: tuple[str, ...] = ()
+    held_until: Timestamp | None = None
+    held_runs: tuple[Run, ...] = ()  # each hold, billed from the drain's end to the hold's
 
     def __post_init__(self) -> None:
         check_grace_period(self.grace_period_s, subject=f"instance {self.id}")
@@ -106,6 +120,13 @@ class InstanceState:
             raise InvalidRequest(f"instance {self.id}: gpus must be ≥ 1, got {self.gpus}")
         if self.nodes < 1:
             raise InvalidRequest(f"instance {self.id}: nodes must be ≥ 1, got {self.nodes}")
+        if self.hold_survivors_s:
+            check_survivor_hold(self.hold_survivors_s, self.nodes, self.grace_period_s)
+
+    @property
+    def held(self) -> bool:
+        """Queued with its surviving hosts held for it (until `held_until`)."""
+        return self.held_until is not None and self.status is InstanceStatus.QUEUED
 
     @property
     def total_gpus(self) -> int:
@@ -180,6 +201,9 @@ def evolve(
     runs: tuple[Run, ...] | _Keep = KEEP,
     members: tuple[Member, ...] | _Keep = KEEP,
     exited_ranks: frozenset[int] | _Keep = KEEP,
+    held_hosts: tuple[str, ...] | _Keep = KEEP,
+    held_until: Timestamp | _Keep | None = KEEP,
+    held_runs: tuple[Run, ...] | _Keep = KEEP,
 ) -> InstanceState:
     """`dataclasses.replace(s, ...)` of the fields a transition changes, at a quarter of the cost.
 
@@ -246,6 +270,10 @@ def evolve(
     _set(new, "nodes", s.nodes)
     _set(new, "members", s.members if members is KEEP else members)
     _set(new, "exited_ranks", s.exited_ranks if exited_ranks is KEEP else exited_ranks)
+    _set(new, "hold_survivors_s", s.hold_survivors_s)
+    _set(new, "held_hosts", s.held_hosts if held_hosts is KEEP else held_hosts)
+    _set(new, "held_until", s.held_until if held_until is KEEP else held_until)
+    _set(new, "held_runs", s.held_runs if held_runs is KEEP else held_runs)
     return new
 
 
@@ -293,8 +321,37 @@ def release_gpus(s: InstanceState, fx: list[Effect]) -> Result:
 
 
 def close_run(s: InstanceState, at: Timestamp) -> InstanceState:
-    """End GPU billing of the current run at `at` (the notice, or the exit without notice)."""
+    """End GPU billing of the current run at `at` (the notice, or the exit without notice), or
+    of a survivor hold (its end)."""
     if not s.runs or s.runs[-1].billed_until is not None:
         return s
     last = s.runs[-1]
     return evolve(s, runs=(*s.runs[:-1], Run(last.allocation_id, last.started_at, at)))
+
+
+def check_survivor_hold(hold_s: int, nodes: int, grace_period_s: int) -> None:
+    """`hold_survivors_s`: for a multi-node instance, 0 to its grace plus a few minutes."""
+    top = grace_period_s + SURVIVOR_HOLD_EXTRA_S
+    if nodes == 1 and hold_s:
+        raise InvalidRequest(
+            "hold_survivors_s is for multi-node instances: one host has no survivors to hold",
+            hint="leave it out, or launch with nodes > 1",
+        )
+    if not 0 <= hold_s <= top:
+        raise InvalidRequest(
+            f"hold_survivors_s must be 0 to {top} s (the grace period plus "
+            f"{SURVIVOR_HOLD_EXTRA_S} s), got {hold_s}",
+            hint="hold the surviving hosts for at most a few minutes after the drain",
+        )
+
+
+def end_survivor_hold(s: InstanceState, at: Timestamp) -> InstanceState:
+    """The hold of its surviving hosts is over (placed again, stopped, or expired at `at`):
+    its billing ends and the hosts go back to the queue."""
+    if not s.held_hosts and s.held_until is None:
+        return s
+    held_runs = s.held_runs
+    if held_runs and held_runs[-1].billed_until is None:
+        last = held_runs[-1]
+        held_runs = (*held_runs[:-1], Run(last.allocation_id, last.started_at, at, last.gpus))
+    return evolve(s, held_hosts=(), held_until=None, held_runs=held_runs)

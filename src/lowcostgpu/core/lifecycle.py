@@ -48,6 +48,7 @@ from lowcostgpu.core.drain import (
 from lowcostgpu.core.effects import Effect, EmitEvent, KillWorkload, SignalWorkload, StartWorkload
 from lowcostgpu.core.instance_state import (
     DRAINING,
+    HELD_RUN_MARK,
     SAVE_S_REPORTS_KEPT,
     InstanceState,
     Member,
@@ -56,6 +57,7 @@ from lowcostgpu.core.instance_state import (
     checked_status,
     checkpoint_words,
     close_run,
+    end_survivor_hold,
     evolve,
     instance_event,
     release_gpus,
@@ -100,7 +102,7 @@ def new_instance(state: InstanceState, now: Timestamp) -> Step[InstanceState]:
 def step(state: InstanceState, event: LifecycleEvent, now: Timestamp) -> Step[InstanceState]:
     """Advance an instance by one event at `now`."""
     s, fx = _dispatch(state, event, now)
-    wake = s.deadline if s.status in DRAINING else None
+    wake = s.deadline if s.status in DRAINING else (s.held_until if s.held else None)
     return Step(state=s, effects=tuple(fx), wake_at=wake)
 
 
@@ -155,6 +157,7 @@ def _enqueue(s: InstanceState, now: Timestamp) -> Result:
 
 
 def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> Result:
+    s = end_survivor_hold(s, now)  # placed again: the hosts it kept are its own once more
     s = evolve(
         s,
         status=checked_status(s, _I.STARTING),
@@ -378,6 +381,7 @@ def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> Result:
         preempted_for=ev.for_subject,
         interruption_count=s.interruption_count + 1,
         last_interrupted_at=now,
+        held_hosts=_survivors(s, ev),
     )
     shown = ev.shown_for_subject(s.account_id)
     data = drain_data(
@@ -396,6 +400,14 @@ def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> Result:
         data = {**data, "host_ids": _hosts(s), "nodes": s.nodes}
     message = preempted_message(window, kept=_kept_words(s), then=_after_reclaim_words(s))
     return _begin_drain(s, instance_event(s, Reason.PREEMPTED, message, now, **data), now)
+
+
+def _survivors(s: InstanceState, ev: Reclaimed) -> tuple[str, ...]:
+    """The hosts a reclaimed gang keeps (`hold_survivors_s`): all but the victim member's."""
+    if not s.members or not s.hold_survivors_s or not s.auto_requeue:
+        return ()
+    taken = s.host_of(ev.allocation_id) if ev.allocation_id else s.host_id
+    return tuple(h for h in _hosts(s) if h != taken)
 
 
 def _kept_words(s: InstanceState) -> str:
@@ -433,7 +445,7 @@ def _stop(s: InstanceState, now: Timestamp) -> Result:
         s = evolve(s, stop_requested=True)
         return s, [instance_event(s, Reason.STOPPING, words, now)]
     if s.status in (_I.QUEUED, _I.INTERRUPTED):
-        s = to_status(s, _I.STOPPED)
+        s = to_status(end_survivor_hold(s, now), _I.STOPPED)
         return s, [instance_event(s, Reason.STOPPED, f"stopped; {checkpoint_words(s)}", now)]
     window = open_drain(now, s.grace_period_s)
     s = evolve(
@@ -463,6 +475,13 @@ def _signal_sent(s: InstanceState, ev: SignalSent) -> InstanceState:
 
 
 def _deadline(s: InstanceState, now: Timestamp) -> Result:
+    if s.held and s.held_until is not None and s.held_until <= now:
+        s = end_survivor_hold(s, s.held_until)
+        words = (
+            "the hosts held for it since its interruption are released (no other host freed "
+            "in time); it waits in its place for all its hosts"
+        )
+        return s, [instance_event(s, Reason.HOSTS_RELEASED, words, now)]
     if s.status not in DRAINING or not deadline_due(s.deadline, now):
         return s, []  # not yet (the step's wake_at is still the deadline) or a stale timer
     killed: list[Effect] = [
@@ -500,15 +519,31 @@ def _finish_drain(s: InstanceState, now: Timestamp) -> Result:
         "notice_at": s.notice_at,
         "last_checkpoint_at": s.last_checkpoint_at,
     }
+    drained = s.allocation_id
     s, fx = release_gpus(s, [instance_event(s, Reason.INTERRUPTED, words, now, **data)])
     if s.stop_requested:
-        s = to_status(s, _I.STOPPED)
+        s = to_status(evolve(s, held_hosts=()), _I.STOPPED)
         return s, [*fx, instance_event(s, Reason.STOPPED, "stopped after its interruption", now)]
     if s.auto_requeue:
         s = to_status(s, _I.QUEUED)
         words = "requeued at its original position; restarts from its volume when capacity frees"
-        return s, [*fx, instance_event(s, Reason.REQUEUED, words, now, enqueued_at=s.enqueued_at)]
+        requeued: dict[str, object] = {"enqueued_at": s.enqueued_at}
+        if s.held_hosts:
+            s = _hold_survivors(s, f"{drained}{HELD_RUN_MARK}", now)
+            words += (
+                f"; its other {len(s.held_hosts)} host(s) are held for it until "
+                f"{iso_utc(s.held_until or now)}, billed at its rate, so it restarts as soon as "
+                "one more host frees"
+            )
+            requeued |= {"held_hosts": list(s.held_hosts), "held_until": s.held_until}
+        return s, [*fx, instance_event(s, Reason.REQUEUED, words, now, **requeued)]
     return s, fx
+
+
+def _hold_survivors(s: InstanceState, run_id: str, now: Timestamp) -> InstanceState:
+    """The requeued gang keeps its surviving hosts for `hold_survivors_s`, billed while held."""
+    held = Run(run_id, now, None, gpus=len(s.held_hosts) * s.gpus)
+    return evolve(s, held_until=now + s.hold_survivors_s, held_runs=(*s.held_runs, held))
 
 
 # --- User requests ----------------------------------------------------------------------------

@@ -191,19 +191,20 @@ def _check_group(group: list[UsageSpan]) -> UsageSpan:
 
 def instance_gpu_spans(state: InstanceState) -> list[UsageSpan]:
     """One span per run: from the workload's start to its notice (T+0), or its exit; a gang's
-    covers the GPUs of all its hosts."""
+    covers the GPUs of all its hosts. And one per hold of a gang's surviving hosts (idle GPUs
+    kept for it: billed at its rate), from the drain's end to the hold's."""
     return [
         UsageSpan(
             subject_id=state.id,
             account_id=state.account_id,
             kind="gpu",
             resource=state.pool.gpu_type,
-            quantity=state.total_gpus,
+            quantity=state.total_gpus if run.gpus is None else run.gpus,
             capacity_class=state.capacity_class,
             start=run.started_at,
             end=run.billed_until,
         )
-        for run in state.runs
+        for run in (*state.runs, *state.held_runs)
     ]
 
 

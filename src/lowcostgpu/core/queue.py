@@ -15,14 +15,14 @@ host closest to fitting the refused on-demand request gets no new preemptible wo
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lowcostgpu.core.eta import GpusFreed, PoolGpus
 from lowcostgpu.core.holds import OnDemandHold
 from lowcostgpu.core.scheduler import SchedulerConfig, lowest_indices
 from lowcostgpu.core.snapshot import FleetSnapshot
-from lowcostgpu.core.state import Placement, Plan, Reservation, Ticket
+from lowcostgpu.core.state import Placement, Plan, Reservation, SurvivorHold, Ticket
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey, Timestamp
 
 
@@ -44,7 +44,10 @@ def schedule_pool(
     now: Timestamp,
     config: SchedulerConfig,
     hold: OnDemandHold | None = None,
+    survivors: Mapping[str, SurvivorHold] | None = None,
 ) -> Plan:
+    """`survivors`: the pool's requeued gangs holding their surviving hosts (in force at
+    `now`): those hosts' free GPUs are kept from every other ticket."""
     held = hold is not None and hold.until > now
     if not held and not any(snapshot.pool_free.get(pool, {}).values()):
         return _NOTHING  # no free GPU in the pool: a full fleet's every input, O(host sizes)
@@ -55,35 +58,64 @@ def schedule_pool(
     if held:
         assert hold is not None
         _hold_back(free, pool, hold.gpus, ON_DEMAND_HOLD, reservations)
+    kept = _keep_survivors(free, survivors or {})
     head_seen = False
     examined_after_head = 0
     for ticket in queue:
-        if not free.hosts:
+        if not free.hosts and not kept:
             break
         if head_seen:
             examined_after_head += 1
             if examined_after_head > config.backfill_window:
                 break
-        host_ids = _fit(free, ticket.gpus, ticket.nodes) if ticket.gpus <= free.largest else None
+        own = _give_back(free, kept.pop(ticket.subject_id, {}))
+        fits = ticket.gpus <= free.largest
+        host_ids = _fit(free, ticket.gpus, ticket.nodes, own) if fits else None
         if host_ids is not None:
             placements.append(_place(ticket, host_ids, free))
             continue
+        for host_id in own:  # still held for it: hidden from the tickets behind it again
+            free.set(host_id, [])
         if head_seen:
             continue
         head_seen = True
         if now - ticket.enqueued_at >= config.head_reservation_after_s:
-            for _ in range(ticket.nodes):  # a gang's head holds as many hosts as it needs
+            for _ in range(ticket.nodes - len(own)):  # a gang's head holds what it needs
                 _hold_back(free, pool, ticket.gpus, ticket.subject_id, reservations)
     return Plan(placements=tuple(placements), reservations=tuple(reservations))
 
 
-def _fit(free: _Free, gpus: int, nodes: int) -> list[str] | None:
+def _keep_survivors(
+    free: _Free, survivors: Mapping[str, SurvivorHold]
+) -> dict[str, dict[str, list[int]]]:
+    """Hide the held hosts' free GPUs from the pass; what each gang holds, to give it back."""
+    kept: dict[str, dict[str, list[int]]] = {}
+    for subject_id in sorted(survivors):
+        hosts = kept.setdefault(subject_id, {})
+        for host_id in survivors[subject_id].hosts:
+            if host_id in free.snapshot.hosts and free.free_of(host_id) > 0:
+                hosts[host_id] = free.indices(host_id)
+                free.set(host_id, [])
+    return kept
+
+
+def _give_back(free: _Free, hosts: Mapping[str, list[int]]) -> list[str]:
+    """A gang's held hosts, visible again to its own placement; their ids."""
+    for host_id, indices in hosts.items():
+        free.set(host_id, indices)
+    return sorted(hosts)
+
+
+def _fit(free: _Free, gpus: int, nodes: int, own: Sequence[str] = ()) -> list[str] | None:
     """Best-fit hosts for `nodes` members of `gpus` GPUs each, on distinct hosts, or None: a
-    gang is placed whole or not at all (no partial gang ever holds GPUs). O(nodes) searches."""
+    gang is placed whole or not at all (no partial gang ever holds GPUs). Hosts held for it
+    (`own`) come first. O(nodes) searches."""
     if nodes == 1:
         host_id = free.best_fit(gpus)
         return None if host_id is None else [host_id]
-    chosen: list[tuple[str, list[int]]] = []
+    chosen = [(h, free.indices(h)) for h in own if free.free_of(h) >= gpus][:nodes]
+    for host_id, _ in chosen:
+        free.set(host_id, [])
     while len(chosen) < nodes and gpus <= free.largest:
         host_id = free.best_fit(gpus)
         if host_id is None:

@@ -37,6 +37,17 @@ class Ticket:
 
 
 @dataclass(frozen=True, slots=True)
+class SurvivorHold:
+    """The hosts a reclaimed gang kept (`--hold-survivors-s`): until `until`, no other
+    preemptible work is placed on them, so that the requeued gang restarts as soon as enough
+    other hosts free to make up the ones taken from it."""
+
+    pool: PoolKey
+    hosts: tuple[str, ...]
+    until: Timestamp
+
+
+@dataclass(frozen=True, slots=True)
 class Request:
     """An on-demand (or standard-node) request, answered synchronously."""
 

@@ -26,6 +26,7 @@ from lowcostgpu.core.engine_state import (
     instance_deadline,
     next_wake,
     node_deadline,
+    survivor_hold,
 )
 from lowcostgpu.core.fleet_sync import follow_instance, follow_node
 from lowcostgpu.core.holds import OnDemandHold, active
@@ -45,7 +46,7 @@ from lowcostgpu.core.snapshot import (
     release,
 )
 from lowcostgpu.core.sorted_chunks import SortedChunks
-from lowcostgpu.core.state import Plan
+from lowcostgpu.core.state import Plan, SurvivorHold
 from lowcostgpu.domain.capacity import PoolKey, Timestamp
 from lowcostgpu.domain.errors import NotFound
 
@@ -62,6 +63,7 @@ class Work:
         self._node_deadlines: Draft[str, Timestamp] | None = None
         self._cluster_nodes: Draft[str, frozenset[str]] | None = None
         self._deadline_order: SortedChunks[tuple[Timestamp, str]] | None = None
+        self._survivor_holds: Draft[str, SurvivorHold] | None = None
         self.instances: Draft[str, InstanceState] = Draft(state.instances, self._instance_written)
         self.clusters: Draft[str, ClusterState] = Draft(state.clusters)
         self.nodes: Draft[str, NodeState] = Draft(state.nodes, self._node_written)
@@ -94,7 +96,21 @@ class Work:
             order = self._index.instance_deadline_order
         return sorted(i for _, i in takewhile(lambda entry: entry[0] <= now, order))
 
+    @property
+    def survivor_holds(self) -> Draft[str, SurvivorHold]:
+        if self._survivor_holds is None:
+            self._survivor_holds = Draft(self._index.survivor_holds)
+        return self._survivor_holds
+
     def _instance_written(self, instance_id: str, inst: InstanceState | None) -> None:
+        hold = None if inst is None else survivor_hold(inst)
+        holds = self._survivor_holds
+        known = instance_id in (self._index.survivor_holds if holds is None else holds)
+        if hold is not None or known:  # most writes: neither, and no draft is made
+            if hold is None:
+                del self.survivor_holds[instance_id]
+            elif self.survivor_holds.get(instance_id) != hold:
+                self.survivor_holds[instance_id] = hold
         deadline = None if inst is None else instance_deadline(inst)
         drafted = self._instance_deadlines
         if (
@@ -142,6 +158,7 @@ class Work:
             _finished(self._node_deadlines, index.node_deadlines),
             _finished(self._cluster_nodes, index.cluster_nodes),
             index.instance_deadline_order if self._deadline_order is None else self._deadline_order,
+            _finished(self._survivor_holds, index.survivor_holds),
         )
         before = self.base.holds
         same = len(before) == len(self.holds) and all(
@@ -210,7 +227,12 @@ class Work:
         self.fleet = apply_plan(self.fleet, plan, now, allocation_ids)
         for pre in plan.preemptions:
             reclaimed = lifecycle.Reclaimed(
-                pre.for_subject, pre.lost_gpu_s, pre.reason, pre.for_account_id, pre.policy
+                pre.for_subject,
+                pre.lost_gpu_s,
+                pre.reason,
+                pre.for_account_id,
+                pre.policy,
+                pre.allocation_id,
             )
             if pre.subject_id in self.instances:
                 self.advance(pre.subject_id, reclaimed, now)
@@ -243,11 +265,21 @@ class Work:
         if self.clusters:
             self.reconcile(now)
         self.holds = active(self.holds, now)
-        plan = _queue_pass(self.fleet, now, config, self.holds)
+        plan = _queue_pass(self.fleet, now, config, self.holds, self._live_survivor_holds(now))
         if plan:  # an empty plan changes nothing
             self.carry_out(plan, now)
         if self.clusters:
             self.reconcile(now)
+
+    def _live_survivor_holds(self, now: Timestamp) -> dict[PoolKey, dict[str, SurvivorHold]]:
+        """The survivor holds in force, by pool: O(holds), few."""
+        holds = self._survivor_holds if self._survivor_holds is not None else None
+        source = holds if holds is not None else self._index.survivor_holds
+        by_pool: dict[PoolKey, dict[str, SurvivorHold]] = {}
+        for instance_id, hold in source.items():
+            if hold.until > now:
+                by_pool.setdefault(hold.pool, {})[instance_id] = hold
+        return by_pool
 
     def reconcile(self, now: Timestamp) -> None:
         """Every cluster toward its target. O(clusters + their nodes): the reconcile of a
@@ -298,10 +330,13 @@ def _queue_pass(
     now: Timestamp,
     config: SchedulerConfig,
     holds: dict[PoolKey, OnDemandHold],
+    survivors: dict[PoolKey, dict[str, SurvivorHold]],
 ) -> Plan:
     """`queue.schedule_queue`, less the pools whose queue is empty (they have nothing to place,
     and looking at their free hosts on every call is most of a large fleet's cost)."""
     plan = Plan()
     for pool in sorted(p for p, queue in fleet.queues.items() if queue):
-        plan = plan.merged(schedule_pool(fleet, pool, now, config, holds.get(pool)))
+        plan = plan.merged(
+            schedule_pool(fleet, pool, now, config, holds.get(pool), survivors.get(pool, {}))
+        )
     return plan

@@ -22,6 +22,7 @@ class Reason(StrEnum):
     KILLED = "Killed"
     INTERRUPTED = "Interrupted"
     REQUEUED = "Requeued"
+    HOSTS_RELEASED = "HostsReleased"  # a requeued gang's hold of its surviving hosts ended
     RESTARTED = "Restarted"
     CHECKPOINT_REPORTED = "CheckpointReported"
     SUCCEEDED = "Succeeded"

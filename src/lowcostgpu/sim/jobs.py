@@ -32,6 +32,7 @@ class Job:
     checkpoint_interval_s: int | None = None
     checkpoint_cost_s: int = 0
     nodes: int = 1  # a multi-node job (a gang): `nodes` hosts with `gpus` GPUs each
+    hold_survivors_s: int = 0  # a gang's `--hold-survivors-s` (0: off)
 
     def __post_init__(self) -> None:
         if self.work_s < 1 or self.gpus < 1 or self.submit_s < 0 or self.nodes < 1:

@@ -96,7 +96,7 @@ def summarise(result: SimResult, catalog: Catalog) -> dict[str, Any]:
         **_utilisation(result, capacity_gpu_s),
         **_revenue(lines),
         **lost_work_credit_figures(result, lines, catalog),
-        "gangs": _gangs(ir),
+        "gangs": _gangs(ir, result),
         "queue_eta": eta_figures(result.etas, result.workloads, percentile),
         "risk_warnings": risk_figures(result.warnings, result.workloads, percentile),
         "events": result.events,
@@ -104,14 +104,26 @@ def summarise(result: SimResult, catalog: Catalog) -> dict[str, Any]:
     }
 
 
-def _gangs(ir: list[Workload]) -> dict[str, Any] | None:
-    """Multi-node jobs apart (None when the trace has none): how long they waited to start,
-    how often they were interrupted, and the work they lost, on all their hosts."""
+def _gangs(ir: list[Workload], result: SimResult) -> dict[str, Any] | None:
+    """Multi-node jobs apart (None when the trace has none): how long they waited to start and
+    to restart after an interruption, how often they were interrupted, the work they lost on
+    all their hosts, and the GPU-hours their surviving hosts were held for them, idle."""
     gangs = [w for w in ir if w.job.nodes > 1]
     if not gangs:
         return None
     interruptions = [len(w.interruptions) for w in gangs]
+    restarts = [s for w in gangs for s in w.waits_after_interruption_s]
+    held_gpu_s = sum(
+        run.gpus * (min(run.billed_until or result.end_s, result.end_s) - run.started_at)
+        for w in gangs
+        if (inst := result.instances.get(w.job.id)) is not None
+        for run in inst.held_runs
+        if run.gpus
+    )
     return {
+        "restart_wait_p50_s": percentile(restarts, 50),
+        "restart_wait_p99_s": percentile(restarts, 99),
+        "held_idle_gpu_hours": _hours(held_gpu_s),
         "jobs": len(gangs),
         "nodes_max": max(w.job.nodes for w in gangs),
         "never_started": sum(w.first_start is None for w in gangs),

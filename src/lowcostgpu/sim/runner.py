@@ -239,6 +239,7 @@ class Simulation:
             True,
             self.grace_period_s,
             nodes=job.nodes,
+            hold_survivors_s=job.hold_survivors_s,
         )
         before = self.state
         try:

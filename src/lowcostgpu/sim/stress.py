@@ -46,6 +46,8 @@ were scheduled; "assumption" = ours, no public figure used):
   2 to `gang_nodes` (4) hosts of its GPU count, uniformly; their arrival rate is lowered so that
   the interruptible load stays the share asked. Assumption (Alibaba's openb pods say nothing of
   workers); a gang's choice comes from its own seeded stream, so `gangs=0` is the trace as before.
+  `gang_hold_s` (0: off) is every gang's `--hold-survivors-s`: how long a reclaimed gang keeps
+  its other hosts (docs/simulation.md measures whether it pays).
 - Warm start: the trace begins in its steady state, not on an empty fleet. Jobs are drawn from
   `max_h` before time 0; those that would still be running at 0 are submitted at 0 with the work
   they have left (on-demand first). Without it a day would never fill: with the defaults, 54 % of
@@ -112,6 +114,7 @@ class Stress:
     max_h: float = 168.0
     gangs: float = 0.0
     gang_nodes: int = 4
+    gang_hold_s: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.gangs <= 1 or self.gang_nodes < 2:
@@ -315,6 +318,7 @@ def _pool_jobs(
             checkpoint_interval_s=interval,
             checkpoint_cost_s=cost,
             nodes=nodes,
+            hold_survivors_s=options.gang_hold_s if nodes > 1 else 0,
         )
 
 
