@@ -20,8 +20,6 @@ Decisions this module makes (see DESIGN.md "The drain sequence"):
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from lowcostgpu.core.drain import (
     CheckpointReported,
     CompletionReported,
@@ -45,7 +43,16 @@ from lowcostgpu.core.drain import (
     preempted_message,
     signal_stamp,
 )
-from lowcostgpu.core.effects import Effect, EmitEvent, KillWorkload, SignalWorkload, StartWorkload
+from lowcostgpu.core.effects import Effect, EmitEvent, KillWorkload, SignalWorkload
+from lowcostgpu.core.gang import (
+    hold_survivors,
+    hosts_of,
+    kill_the_rest,
+    member_exited,
+    member_rank,
+    start_effects,
+    survivors_of,
+)
 from lowcostgpu.core.instance_state import (
     DRAINING,
     HELD_RUN_MARK,
@@ -182,7 +189,7 @@ def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> Result:
     gpus = ",".join(map(str, s.gpu_indices))
     words = f"scheduled on {ev.host_id}, GPUs {gpus}"
     if s.members:
-        words = f"scheduled on {s.nodes} hosts ({', '.join(_hosts(s))}), {s.gpus} GPU(s) each"
+        words = f"scheduled on {s.nodes} hosts ({', '.join(hosts_of(s))}), {s.gpus} GPU(s) each"
     if s.waiting_for:
         words += (
             f"; starts when the interruptible work on them has left "
@@ -190,39 +197,18 @@ def _placed(s: InstanceState, ev: Placed, now: Timestamp) -> Result:
         )
     data: dict[str, object] = {"host_id": ev.host_id, "gpu_indices": list(s.gpu_indices)}
     if s.members:
-        data["host_ids"] = _hosts(s)
+        data["host_ids"] = hosts_of(s)
     fx: list[Effect] = [instance_event(s, Reason.SCHEDULED, words, now, **data)]
     if not s.waiting_for:
-        fx += _start_effects(s)
+        fx += start_effects(s)
     return s, fx
-
-
-def _hosts(s: InstanceState) -> list[str]:
-    """The hosts it holds, by rank."""
-    return [str(s.host_id), *(m.host_id for m in s.members)]
-
-
-def _start_effects(s: InstanceState) -> list[Effect]:
-    """One start per member, rank 0 first; each knows its rank and rank 0's host."""
-    assert s.allocation_id is not None and s.host_id is not None
-    first = StartWorkload(s.id, s.allocation_id, s.host_id, s.gpu_indices, s.restart_count)
-    if not s.members:
-        return [first]
-    ranked = [
-        StartWorkload(s.id, m.allocation_id, m.host_id, m.gpu_indices, s.restart_count)
-        for m in s.members
-    ]
-    return [
-        replace(start, rank=rank, nodes=s.nodes, master_host_id=s.host_id)
-        for rank, start in enumerate([first, *ranked])
-    ]
 
 
 def _victim_released(s: InstanceState, ev: VictimReleased) -> Result:
     if s.status is not _I.STARTING or ev.allocation_id not in s.waiting_for:
         return s, []
     s = evolve(s, waiting_for=s.waiting_for - {ev.allocation_id})
-    return s, ([] if s.waiting_for else _start_effects(s))
+    return s, ([] if s.waiting_for else start_effects(s))
 
 
 def _started(s: InstanceState, now: Timestamp) -> Result:
@@ -244,7 +230,7 @@ def _started(s: InstanceState, now: Timestamp) -> Result:
 
 
 def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> Result:
-    rank = _rank(s, ev.allocation_id)
+    rank = member_rank(s, ev.allocation_id)
     if rank is None or rank in s.exited_ranks:
         return s, []  # about a member of an earlier run, or one already gone (a repeat)
     if s.status in DRAINING:
@@ -253,7 +239,7 @@ def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> Result:
         s = close_run(s, now)  # a member that cannot start fails the gang it belongs to
     elif s.status is not _I.STARTING:
         return s, []
-    killed = _kill_the_rest(s, rank)
+    killed = kill_the_rest(s, rank)
     s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=ev.reason)
     who = f"rank {rank} " if s.members else ""
     words = f"{who}could not start: {ev.reason}; its GPUs are released"
@@ -261,20 +247,6 @@ def _start_failed(s: InstanceState, ev: StartFailed, now: Timestamp) -> Result:
         words += " (no GPU time is billed)"
     s, fx = release_gpus(s, [instance_event(s, Reason.FAILED, words, now)])
     return s, killed + fx
-
-
-def _rank(s: InstanceState, allocation_id: str) -> int | None:
-    """The member a report is about: "" is rank 0 (a report that does not say); None when it
-    names an allocation this run does not hold (a stale report)."""
-    return 0 if not allocation_id else s.rank_of(allocation_id)
-
-
-def _kill_the_rest(s: InstanceState, rank: int) -> list[Effect]:
-    """SIGKILL for a gang's members still running after member `rank` ended the run."""
-    ids = s.allocation_ids()
-    return [
-        KillWorkload(s.id, a) for r, a in enumerate(ids) if r != rank and r not in s.exited_ranks
-    ]
 
 
 def _member_gone(s: InstanceState, rank: int, exit_code: int | None, now: Timestamp) -> Result:
@@ -308,7 +280,7 @@ def _checkpoint(s: InstanceState, ev: CheckpointReported, now: Timestamp) -> Res
 
 
 def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> Result:
-    rank = _rank(s, ev.allocation_id)
+    rank = member_rank(s, ev.allocation_id)
     if rank is None or rank in s.exited_ranks:
         return s, []  # about a member of an earlier run, or one already gone (a repeat)
     if s.status in DRAINING:
@@ -320,7 +292,7 @@ def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> Result:
     if s.status is not _I.RUNNING:
         return s, []  # stale: after SIGKILL the drain is already over
     if s.members:
-        return _gang_member_exited(s, rank, ev.exit_code, now)
+        return member_exited(s, rank, ev.exit_code, now)
     s = close_run(evolve(s, exit_code=ev.exit_code), now)
     if s.completed_reported or ev.exit_code == 0:
         s = to_status(s, _I.SUCCEEDED)
@@ -331,35 +303,6 @@ def _exited(s: InstanceState, ev: WorkloadExited, now: Timestamp) -> Result:
     s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=reason)
     words = f"failed: the workload {reason}; `lowcostgpu logs {s.id}` shows its output"
     return release_gpus(s, [instance_event(s, Reason.FAILED, words, now, exit_code=ev.exit_code)])
-
-
-def _gang_member_exited(
-    s: InstanceState, rank: int, exit_code: int | None, now: Timestamp
-) -> Result:
-    """A running gang's member exited. A clean exit waits for the others (the gang succeeds
-    when every member has exited cleanly); any other exit fails the gang at once, and its
-    other members are killed: a gang never runs short of a member."""
-    clean = exit_code == 0 or s.completed_reported
-    if clean:
-        s = evolve(s, exited_ranks=s.exited_ranks | {rank}, exit_code=exit_code)
-        if len(s.exited_ranks) < s.nodes:
-            return s, []
-        s = to_status(close_run(s, now), _I.SUCCEEDED)
-        return release_gpus(
-            s, [instance_event(s, Reason.SUCCEEDED, "succeeded", now, exit_code=exit_code)]
-        )
-    killed = _kill_the_rest(s, rank)
-    why = "exited without an exit code" if exit_code is None else f"exited {exit_code}"
-    reason = f"rank {rank} {why}"
-    s = close_run(evolve(s, exit_code=exit_code), now)
-    s = evolve(s, status=checked_status(s, _I.FAILED), failure_reason=reason)
-    words = (
-        f"failed: the workload's {reason}, so its {s.nodes - 1} other member(s) were stopped; "
-        f"`lowcostgpu logs {s.id}` shows its output"
-    )
-    event = instance_event(s, Reason.FAILED, words, now, exit_code=exit_code, rank=rank)
-    s, fx = release_gpus(s, [event])
-    return s, killed + fx
 
 
 # --- The drain: reclaim and stop ---------------------------------------------------------------
@@ -381,7 +324,7 @@ def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> Result:
         preempted_for=ev.for_subject,
         interruption_count=s.interruption_count + 1,
         last_interrupted_at=now,
-        held_hosts=_survivors(s, ev),
+        held_hosts=survivors_of(s, ev),
     )
     shown = ev.shown_for_subject(s.account_id)
     data = drain_data(
@@ -397,17 +340,9 @@ def _reclaimed(s: InstanceState, ev: Reclaimed, now: Timestamp) -> Result:
         auto_requeue=s.auto_requeue,
     )
     if s.members:  # a gang is reclaimed as one: the notice names every host it leaves
-        data = {**data, "host_ids": _hosts(s), "nodes": s.nodes}
+        data = {**data, "host_ids": hosts_of(s), "nodes": s.nodes}
     message = preempted_message(window, kept=_kept_words(s), then=_after_reclaim_words(s))
     return _begin_drain(s, instance_event(s, Reason.PREEMPTED, message, now, **data), now)
-
-
-def _survivors(s: InstanceState, ev: Reclaimed) -> tuple[str, ...]:
-    """The hosts a reclaimed gang keeps (`hold_survivors_s`): all but the victim member's."""
-    if not s.members or not s.hold_survivors_s or not s.auto_requeue:
-        return ()
-    taken = s.host_of(ev.allocation_id) if ev.allocation_id else s.host_id
-    return tuple(h for h in _hosts(s) if h != taken)
 
 
 def _kept_words(s: InstanceState) -> str:
@@ -529,7 +464,7 @@ def _finish_drain(s: InstanceState, now: Timestamp) -> Result:
         words = "requeued at its original position; restarts from its volume when capacity frees"
         requeued: dict[str, object] = {"enqueued_at": s.enqueued_at}
         if s.held_hosts:
-            s = _hold_survivors(s, f"{drained}{HELD_RUN_MARK}", now)
+            s = hold_survivors(s, f"{drained}{HELD_RUN_MARK}", now)
             words += (
                 f"; its other {len(s.held_hosts)} host(s) are held for it until "
                 f"{iso_utc(s.held_until or now)}, billed at its rate, so it restarts as soon as "
@@ -538,12 +473,6 @@ def _finish_drain(s: InstanceState, now: Timestamp) -> Result:
             requeued |= {"held_hosts": list(s.held_hosts), "held_until": s.held_until}
         return s, [*fx, instance_event(s, Reason.REQUEUED, words, now, **requeued)]
     return s, fx
-
-
-def _hold_survivors(s: InstanceState, run_id: str, now: Timestamp) -> InstanceState:
-    """The requeued gang keeps its surviving hosts for `hold_survivors_s`, billed while held."""
-    held = Run(run_id, now, None, gpus=len(s.held_hosts) * s.gpus)
-    return evolve(s, held_until=now + s.hold_survivors_s, held_runs=(*s.held_runs, held))
 
 
 # --- User requests ----------------------------------------------------------------------------
