@@ -10,6 +10,10 @@ however many small tickets arrive behind it. On-demand requests are not bound by
 
 An on-demand hold (`core.holds`) reserves a host the same way, before the queue is looked at: the
 host closest to fitting the refused on-demand request gets no new preemptible work while it lasts.
+
+A multi-node ticket (a gang, `Ticket.nodes` > 1) is placed only on that many distinct hosts at
+once; at the head it reserves that many hosts. A requeued gang keeping its survivors
+(`SurvivorHold`) has those hosts kept from every other ticket, and its placement takes them first.
 """
 
 from __future__ import annotations
