@@ -250,3 +250,26 @@ def test_a_cluster_by_a_short_id_and_its_listing_within_80_columns(
     finally:
         monkeypatch.setenv("LOWCOSTGPU_API_KEY", key_of(tenant))
         run(cli, "cluster", "rm", cid)
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--nodes", "2"], "only 1 host(s) with 1 GPUs or more"),
+        (["--hold-survivors-s", "60"], "hold_survivors_s is for multi-node instances"),
+    ],
+)
+def test_a_multi_node_launch_that_cannot_run_says_what_would(
+    cli: CliRunner, tenant: Client, extra: list[str], words: str
+) -> None:
+    result = cli.invoke(app, ["launch", "--gpu", "a100-sxm4", *extra, "--", "true"])
+    assert result.exit_code != 0 and words in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_ls_shows_the_hosts_of_a_multi_node_instance() -> None:
+    from lowcostgpu.cli.instances import gpu_column
+
+    one = {"gpu": "a100-sxm4", "gpus": 8, "nodes": 1}
+    assert gpu_column(one) == "a100-sxm4 ×8"  # type: ignore[arg-type]
+    assert gpu_column({**one, "nodes": 4}) == "a100-sxm4 ×8 ×4 nodes"  # type: ignore[arg-type]
