@@ -10,6 +10,7 @@ from lowcostgpu.core.state import Request, Ticket
 from lowcostgpu.domain.capacity import Allocation, CapacityClass, Host, PoolKey
 
 if TYPE_CHECKING:
+    from lowcostgpu.core.engine_state import EngineState
     from lowcostgpu.core.snapshot import FleetSnapshot, HostState
 
 POOL = PoolKey("eu", "a100-sxm4")
@@ -66,3 +67,21 @@ def feasible_victim_sets(
             for subset in combinations(candidates, size):
                 if state.free + sum(a.gpus for a in subset) >= gpus:
                     yield state, subset
+
+
+def assert_holds_kept(before: EngineState, after: EngineState, now: int) -> None:
+    """No preemptible work of another subject is placed, between `before` and `after` (one
+    engine step at `now`), on a host held then for a requeued gang, unless the hold ended in
+    that step (the gang was placed); on-demand work may take it."""
+    held = {
+        h: subject
+        for subject, hold in before.index.survivor_holds.items()
+        if hold.until > now
+        for h in hold.hosts
+    }
+    placed_before = {a.id for a in before.fleet.allocations()}
+    for a in after.fleet.allocations():
+        if a.id not in placed_before and a.preemptible and a.host_id in held:
+            holder = held[a.host_id]
+            still = holder in after.index.survivor_holds  # else its hold ended in this step
+            assert a.subject_id == holder or not still, f"{a.subject_id} took {a.host_id}"

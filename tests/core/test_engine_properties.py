@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from fleet_builders import POOL, host
+from fleet_builders import POOL, assert_holds_kept, host
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -45,28 +45,11 @@ class EngineWorld(RuleBasedStateMachine):
     # Inputs ----------------------------------------------------------------------------------
 
     def _apply(self, step: EngineStep) -> None:
-        self._check_holds_kept(step)
+        assert_holds_kept(self.state, step.state, self.now)
         for effect in step.effects:
             if isinstance(effect, EmitEvent) and effect.reason in NOTICE_REASONS:
                 self._stop_clock(effect.object_id)
         self.state = step.state
-
-    def _check_holds_kept(self, step: EngineStep) -> None:
-        """No preemptible work of another subject is placed on a host held (at this step's
-        time) for a requeued gang, unless the hold ended in this step (the gang was placed);
-        on-demand work may take it."""
-        held = {
-            h: subject
-            for subject, hold in self.state.index.survivor_holds.items()
-            if hold.until > self.now
-            for h in hold.hosts
-        }
-        before = {a.id for a in self.state.fleet.allocations()}
-        for a in step.state.fleet.allocations():
-            if a.id not in before and a.preemptible and a.host_id in held:
-                holder = held[a.host_id]
-                still = holder in step.state.index.survivor_holds  # else its hold ended here
-                assert a.subject_id == holder or not still, f"{a.subject_id} took {a.host_id}"
 
     def _stop_clock(self, subject: str) -> None:
         if subject in self.running_since:

@@ -8,7 +8,7 @@ hosts or elsewhere) the hold is over and the host is anyone's."""
 
 from __future__ import annotations
 
-from fleet_builders import POOL, host
+from fleet_builders import POOL, assert_holds_kept, host
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -36,18 +36,7 @@ class HoldingWorld(RuleBasedStateMachine):
         self.now, self.count = 0, 0
 
     def _apply(self, step: EngineStep) -> None:
-        held = {
-            h: subject
-            for subject, hold in self.state.index.survivor_holds.items()
-            if hold.until > self.now
-            for h in hold.hosts
-        }
-        before = {a.id for a in self.state.fleet.allocations()}
-        for a in step.state.fleet.allocations():
-            if a.id not in before and a.preemptible and a.host_id in held:
-                holder = held[a.host_id]
-                still = holder in step.state.index.survivor_holds  # else its hold ended here
-                assert a.subject_id == holder or not still, f"{a.subject_id} took {a.host_id}"
+        assert_holds_kept(self.state, step.state, self.now)
         self.state = step.state
 
     def _in(self, *statuses: InstanceStatus) -> list[str]:

@@ -17,12 +17,19 @@ from typing import Any
 
 import pytest
 
+from lowcostgpu.adapters.clock import FixedClock
 from lowcostgpu.adapters.fakes import FakeRuntime
+from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.adapters.kubernetes import Kube, KubernetesRuntime
 from lowcostgpu.adapters.kubernetes.objects import pod_name
 from lowcostgpu.adapters.local import LocalRuntime
 from lowcostgpu.adapters.local import shim as shim_files
 from lowcostgpu.adapters.slurm import Slurm, SlurmRuntime
+from lowcostgpu.adapters.store.memory import MemoryStore
+from lowcostgpu.app.plane import PlaneConfig
+from lowcostgpu.bootstrap.wiring import Wired, wire
+from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.domain.capacity import Host
 from lowcostgpu.ports.runtime import VolumeMount, WorkloadReport, WorkloadStart
 from waiting import wait_until
 
@@ -309,6 +316,36 @@ def harness(
         h = KubernetesHarness(next(_k8s_serial))
     yield h
     h.cleanup()
+
+
+class CountingIds:
+    """Ids `i-0001`, `i-0002`…: readable in a failing test's output."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def new_id(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}-{self.n:04d}"
+
+
+def plane_on(
+    runtime: Any, hosts: list[Host], store: MemoryStore, volumes: Any, clock: FixedClock
+) -> Wired:
+    """A control plane on a real runtime (the local one, or Slurm's), a memory store and
+    `hosts`, with no minimum runtime: what the end-to-end tests on real processes drive."""
+    return wire(
+        store=store,
+        runtime=runtime,
+        volumes=volumes,
+        clock=clock,
+        ids=CountingIds(),
+        hosts=hosts,
+        catalog=load_catalog(),
+        secret=b"0123456789abcdef0123456789abcdef",
+        metadata_url="http://127.0.0.1:9/v1/metadata",
+        config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0)),
+    )
 
 
 def volume_mount(path: Path) -> VolumeMount:

@@ -13,15 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAM, LocalHarness, SlurmHarness
+from conftest import PROGRAM, LocalHarness, SlurmHarness, plane_on
 from lowcostgpu.adapters.clock import FixedClock
 from lowcostgpu.adapters.fakes import FakeVolumes
-from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.adapters.store.memory import MemoryStore
 from lowcostgpu.app.launch import LaunchRequest
-from lowcostgpu.app.plane import PlaneConfig
-from lowcostgpu.bootstrap.wiring import Wired, wire
-from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.bootstrap.wiring import Wired
 from lowcostgpu.domain.capacity import Host, PoolKey
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
@@ -48,30 +45,11 @@ def _hosts(real: LocalHarness) -> list[Host]:
 @pytest.fixture
 def gang_plane(real: LocalHarness, tmp_path: Path) -> Iterator[tuple[Wired, MemoryStore, Path]]:
     store, volumes_root = MemoryStore(), tmp_path / "volumes"
-    wired = wire(
-        store=store,
-        runtime=real.runtime,
-        volumes=FakeVolumes(root=str(volumes_root)),
-        clock=FixedClock(1_000_000),
-        ids=_Ids(),
-        hosts=_hosts(real),
-        catalog=load_catalog(),
-        secret=b"0123456789abcdef0123456789abcdef",
-        metadata_url="http://127.0.0.1:9/v1/metadata",
-        config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0)),
-    )
+    volumes = FakeVolumes(root=str(volumes_root))
+    wired = plane_on(real.runtime, _hosts(real), store, volumes, FixedClock(1_000_000))
     volume = volumes_root / "acme" / "ckpt"
     volume.mkdir(parents=True)
     yield wired, store, volume
-
-
-class _Ids:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def new_id(self, prefix: str) -> str:
-        self.n += 1
-        return f"{prefix}-{self.n:04d}"
 
 
 def _seen(volume: Path, restart: int) -> list[dict[str, str]] | None:

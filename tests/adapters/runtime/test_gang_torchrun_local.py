@@ -13,15 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAM, LocalHarness
+from conftest import PROGRAM, LocalHarness, plane_on
 from lowcostgpu.adapters.clock import FixedClock
 from lowcostgpu.adapters.fakes import FakeVolumes
-from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.adapters.store.memory import MemoryStore
 from lowcostgpu.app.launch import LaunchRequest
-from lowcostgpu.app.plane import ControlPlane, PlaneConfig
-from lowcostgpu.bootstrap.wiring import wire
-from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.app.plane import ControlPlane
 from lowcostgpu.core.snapshot import member_allocation_id
 from lowcostgpu.domain.capacity import Host, PoolKey
 from lowcostgpu.domain.status import InstanceStatus
@@ -40,31 +37,14 @@ TORCHRUN = (
 )
 
 
-class _Ids:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def new_id(self, prefix: str) -> str:
-        self.n += 1
-        return f"{prefix}-{self.n:04d}"
-
-
 @pytest.fixture
 def world(local: LocalHarness, tmp_path: Path) -> Iterator[tuple[ControlPlane, MemoryStore]]:
     store, root = MemoryStore(), tmp_path / "volumes"
     for name in ("ckpt", "ref"):
         (root / "acme" / name).mkdir(parents=True)
-    wired = wire(
-        store=store,
-        runtime=local.runtime,
-        volumes=FakeVolumes(root=str(root)),
-        clock=FixedClock(1_000_000),
-        ids=_Ids(),
-        hosts=[Host("box-a", POOL, 1), Host("box-b", POOL, 1)],
-        catalog=load_catalog(),
-        secret=b"0123456789abcdef0123456789abcdef",
-        metadata_url="http://127.0.0.1:9/v1/metadata",
-        config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0)),
+    hosts = [Host("box-a", POOL, 1), Host("box-b", POOL, 1)]
+    wired = plane_on(
+        local.runtime, hosts, store, FakeVolumes(root=str(root)), FixedClock(1_000_000)
     )
     yield wired.plane, store
 

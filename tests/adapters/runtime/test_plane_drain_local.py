@@ -11,16 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAM, LocalHarness
+from conftest import PROGRAM, LocalHarness, plane_on
 from lowcostgpu.adapters.clock import FixedClock
 from lowcostgpu.adapters.fakes import FakeVolumes
-from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.adapters.store.memory import MemoryStore
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import LaunchRequest
-from lowcostgpu.app.plane import PlaneConfig
-from lowcostgpu.bootstrap.wiring import Wired, wire
-from lowcostgpu.core.scheduler import SchedulerConfig
+from lowcostgpu.bootstrap.wiring import Wired
 from lowcostgpu.domain.capacity import Host, PoolKey
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
@@ -33,28 +30,9 @@ GRACE, LATE = 30, 7
 @pytest.fixture
 def plane_on_local(local: LocalHarness) -> Iterator[tuple[Wired, FixedClock, MemoryStore]]:
     clock, store = FixedClock(1_000_000), MemoryStore()
-    wired = wire(
-        store=store,
-        runtime=local.runtime,
-        volumes=FakeVolumes(),
-        clock=clock,
-        ids=_Ids(),
-        hosts=[Host("h1", PoolKey("eu-west", "a100-sxm4"), 8)],
-        catalog=load_catalog(),
-        secret=b"0123456789abcdef0123456789abcdef",
-        metadata_url="http://127.0.0.1:9/v1/metadata",
-        config=PlaneConfig(scheduler=SchedulerConfig(min_runtime_s=0)),
-    )
+    hosts = [Host("h1", PoolKey("eu-west", "a100-sxm4"), 8)]
+    wired = plane_on(local.runtime, hosts, store, FakeVolumes(), clock)
     yield wired, clock, store
-
-
-class _Ids:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def new_id(self, prefix: str) -> str:
-        self.n += 1
-        return f"{prefix}-{self.n:04d}"
 
 
 def _argv(control: Path) -> tuple[str, ...]:
