@@ -92,13 +92,13 @@ def schedule_pool(
 def _keep_survivors(
     free: _Free, survivors: Mapping[str, SurvivorHold]
 ) -> dict[str, dict[str, list[int]]]:
-    """Hide the held hosts' free GPUs from the pass; what each gang holds, to give it back."""
+    """Hide the held hosts' free GPUs from the pass; what each gang holds, to give it back (a
+    gang whose held hosts have no free GPU now keeps nothing: the pass may still stop early)."""
     kept: dict[str, dict[str, list[int]]] = {}
     for subject_id in sorted(survivors):
-        hosts = kept.setdefault(subject_id, {})
         for host_id in survivors[subject_id].hosts:
             if host_id in free.snapshot.hosts and free.free_of(host_id) > 0:
-                hosts[host_id] = free.indices(host_id)
+                kept.setdefault(subject_id, {})[host_id] = free.indices(host_id)
                 free.set(host_id, [])
     return kept
 

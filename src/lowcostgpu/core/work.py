@@ -273,8 +273,8 @@ class Work:
 
     def _live_survivor_holds(self, now: Timestamp) -> dict[PoolKey, dict[str, SurvivorHold]]:
         """The survivor holds in force, by pool: O(holds), few."""
-        holds = self._survivor_holds if self._survivor_holds is not None else None
-        source = holds if holds is not None else self._index.survivor_holds
+        drafted = self._survivor_holds
+        source = drafted if drafted is not None else self._index.survivor_holds
         by_pool: dict[PoolKey, dict[str, SurvivorHold]] = {}
         for instance_id, hold in source.items():
             if hold.until > now:
