@@ -25,7 +25,10 @@ Figures (one line each; `--json FILE` writes them all):
 - `http-launch`: POST /v1/instances from `--clients` concurrent httpx clients (the real API under
   uvicorn, with the reconcile loop leading; its note gives the CPU per launch of the server
   process, without PostgreSQL's own, and of the clients' process, without its start-up, and how
-  many launches a store commit carried on average, where the plane has group commit);
+  many launches a store commit carried on average, where the plane has group commit); each
+  client's first launch is a warm-up, not timed; `http-launch-metering`: the same while a
+  metering pass runs (the clock is moved past the next interval as the timed launches begin:
+  what the launches of the minute's busiest second see);
   `http-list`: GET /v1/instances of an account with 10 instances while the others hold
   everything else;
 - `idle-empty`, `idle-live`: % of one core the process uses over `--idle-s` of wall time with
@@ -104,7 +107,7 @@ class Figure:
 
     def line(self) -> str:
         cells = [
-            f"{self.figure:<12}",
+            f"{self.figure:<20}",
             f"{self.store:<6}",
             f"{self.live:>7}",
             f"{self.history:>8}",
@@ -119,7 +122,7 @@ class Figure:
 
 
 def header() -> str:
-    widths = (12, 6, 7, 8, 5, 9, 9, 9, 7, 5)
+    widths = (20, 6, 7, 8, 5, 9, 9, 9, 7, 5)
     return "  ".join(
         f"{h:<{w}}" if i < 2 else f"{h:>{w}}"
         for i, (h, w) in enumerate(zip(HEADER, widths, strict=True))
@@ -354,7 +357,7 @@ def first_tick(loop: ReconcileLoop, timeout_s: float = 300) -> None:
 
 
 @contextmanager
-def serving(wired: Wired, runtime: BenchRuntime) -> Iterator[tuple[str, Accounts]]:
+def serving(wired: Wired, runtime: BenchRuntime) -> Iterator[tuple[str, Accounts, ReconcileLoop]]:
     """The real API under uvicorn, with the reconcile loop leading, in threads of this process."""
     plane = wired.plane
     loop = ReconcileLoop(plane, owner=f"bench:{os.getpid()}")
@@ -375,7 +378,7 @@ def serving(wired: Wired, runtime: BenchRuntime) -> Iterator[tuple[str, Accounts
         time.sleep(0.1)
     first_tick(loop)
     try:
-        yield url, accounts
+        yield url, accounts, loop
     finally:
         server.should_exit = True
         loop.stop()
@@ -383,38 +386,27 @@ def serving(wired: Wired, runtime: BenchRuntime) -> Iterator[tuple[str, Accounts
         loop_thread.join(timeout=30)
 
 
-def http(wired: Wired, runtime: BenchRuntime, where: Where, args: Any, report: Report) -> None:
-    with serving(wired, runtime) as (url, accounts):
+def http(
+    wired: Wired, runtime: BenchRuntime, clock: FixedClock, where: Where, args: Any, report: Report
+) -> None:
+    with serving(wired, runtime) as (url, accounts, loop):
         keys = []
         for c in range(args.clients):
             record, key = accounts.create_account(f"bench-client-{c}")
             accounts.topup(record.id, "1000.00")
             keys.append(key)
-        # The clients run in a process of their own, as real clients do: in this one they
-        # would share the server's interpreter lock and slow it down.
-        job = {"url": url, "keys": keys, "n": args.http_launches, "budget_s": args.budget_s}
-        cpu0 = time.process_time()
-        batcher = getattr(wired.plane, "_batcher", None)  # group commit, where the plane has it
-        batches0 = (batcher.batches, batcher.carried) if batcher is not None else None
-        child = subprocess.run(
-            [sys.executable, __file__, "--clients-child"],
-            input=json.dumps(job),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        result = json.loads(child.stdout)
-        lat, errors, wall = result["lat"], result["errors"], result["wall"]
-        server_ms = 1000 * (time.process_time() - cpu0) / max(1, len(lat))
-        client_ms = 1000 * result["cpu"] / max(1, len(lat))
-        note = f"{args.clients} clients; cpu/launch: server {server_ms:.2f} ms"
-        note += f", clients {client_ms:.2f} ms"
-        if batcher is not None and batches0 is not None:
-            batches = batcher.batches - batches0[0]
-            note += f"; {(batcher.carried - batches0[1]) / max(1, batches):.1f} per commit"
-        if errors:
-            note += f"; {len(errors)} errors, the first: {errors[0]}"
-        report.add("http-launch", where, lat, wall, note=note)
+        http_launches(wired, url, keys, "http-launch", where, args, report)
+        meter = wired.plane._meter
+        if meter is not None:
+
+            def metering() -> None:  # the next interval closes: the loop's next tick meters
+                clock.advance(meter.interval_s)
+                wired.plane.wake.set()
+
+            passes = loop.ticks
+            http_launches(wired, url, keys, "http-launch-metering", where, args, report, metering)
+            if loop.ticks == passes:
+                print("# http-launch-metering: the loop did not tick during the run", flush=True)
 
         record, key = accounts.create_account("bench-list")
         for _ in range(10):
@@ -432,21 +424,79 @@ def http(wired: Wired, runtime: BenchRuntime, where: Where, args: Any, report: R
         report.add("http-list", where, lat, wall, note="10 of the account's instances")
 
 
+def http_launches(
+    wired: Wired,
+    url: str,
+    keys: list[str],
+    name: str,
+    where: Where,
+    args: Any,
+    report: Report,
+    at_start: Callable[[], None] | None = None,
+) -> None:
+    """One `http-launch` figure: the clients in a process of their own (as real clients: in
+    this one they would share the server's interpreter lock and slow it down). Each client's
+    first launch is a warm-up, not timed (its key's first look-up, its connection, FastAPI's
+    first build of a router's routes: one-off costs, ~20 ms a router here); `at_start` runs
+    once they all have warmed up, as the timed launches begin."""
+    job = {"url": url, "keys": keys, "n": args.http_launches, "budget_s": args.budget_s}
+    batcher = getattr(wired.plane, "_batcher", None)  # group commit, where the plane has it
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--clients-child"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write(json.dumps(job) + "\n")
+    child.stdin.flush()
+    if child.stdout.readline().strip() != "warm":
+        raise RuntimeError(f"the clients' process failed (exit {child.wait()})")
+    cpu0 = time.process_time()
+    batches0 = (batcher.batches, batcher.carried) if batcher is not None else None
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    if at_start is not None:
+        at_start()
+    out, _ = child.communicate()
+    if child.returncode != 0:
+        raise RuntimeError(f"the clients' process failed (exit {child.returncode})")
+    result = json.loads(out)
+    lat, errors, wall = result["lat"], result["errors"], result["wall"]
+    server_ms = 1000 * (time.process_time() - cpu0) / max(1, len(lat))
+    client_ms = 1000 * result["cpu"] / max(1, len(lat))
+    note = f"{args.clients} clients; cpu/launch: server {server_ms:.2f} ms"
+    note += f", clients {client_ms:.2f} ms"
+    if batcher is not None and batches0 is not None:
+        batches = batcher.batches - batches0[0]
+        note += f"; {(batcher.carried - batches0[1]) / max(1, batches):.1f} per commit"
+    if at_start is not None:
+        note += "; a metering pass from the start"
+    if errors:
+        note += f"; {len(errors)} errors, the first: {errors[0]}"
+    report.add(name, where, lat, wall, note=note)
+
+
 def clients_child() -> None:
-    """The HTTP clients: one thread and one connection each, launching until `n` launches or
-    the budget; prints their latencies (s), errors, wall time and CPU time (s: from the first
-    request on, the process's start-up left out) as JSON."""
-    job = json.loads(sys.stdin.read())
+    """The HTTP clients: one thread and one connection each. Each makes one launch untimed (the
+    warm-up), then, once all have and "go" is read from stdin, launches until `n` launches or
+    the budget; prints "warm", then their latencies (s), errors, wall time and CPU time (s:
+    from "go" on) as JSON."""
+    job = json.loads(sys.stdin.readline())
     lat: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
-    started, cpu0 = time.perf_counter(), time.process_time()
-    deadline = started + job["budget_s"]
+    warm = threading.Barrier(len(job["keys"]) + 1)
+    go = threading.Event()
     body = {"gpu": GPU, "type": "interruptible", "command": list(COMMAND)}
+    deadline = 0.0
 
     def client(key: str) -> None:
         headers = {"Authorization": f"Bearer {key}"}
         with httpx.Client(base_url=job["url"], headers=headers, timeout=120) as c:
+            c.post("/v1/instances", json=body).raise_for_status()
+            warm.wait()
+            go.wait()
             while time.perf_counter() < deadline:
                 with lock:
                     if len(lat) + len(errors) >= job["n"]:
@@ -463,6 +513,12 @@ def clients_child() -> None:
     threads = [threading.Thread(target=client, args=(k,)) for k in job["keys"]]
     for th in threads:
         th.start()
+    warm.wait()
+    print("warm", flush=True)
+    sys.stdin.readline()
+    started, cpu0 = time.perf_counter(), time.process_time()
+    deadline = started + job["budget_s"]
+    go.set()
     for th in threads:
         th.join()
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
@@ -518,7 +574,7 @@ def run_scale(
             where = Where(kind, live_count(plane), history)
             takeover(url, where, args, clock.now(), report)
             if args.http:
-                http(wired, runtime, where, args, report)
+                http(wired, runtime, clock, where, args, report)
             if args.idle_s > 0:
                 idle(plane, where, "idle-live", args.idle_s, report)
         finally:

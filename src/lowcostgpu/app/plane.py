@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -33,7 +34,7 @@ from lowcostgpu.app.decisions import (
 from lowcostgpu.app.effects import Outcome, Settled, give_up_reason, settled, start_applies
 from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
 from lowcostgpu.app.live import LiveState
-from lowcostgpu.app.meter import Meter, pass_commits
+from lowcostgpu.app.meter import PASS_PAUSE_S, Meter, pass_commits
 from lowcostgpu.app.runtime_reports import (
     ReportObserver,
     changing_reports,
@@ -342,12 +343,14 @@ class ControlPlane:
             meter, now = self._meter, self.clock.now()
             if self.standby or self._live is None or meter is None or not meter.due(now):
                 return
-            spans, through = meter.cut(self._live.state)
+            cut = meter.cut(self._live.state)
         moved: dict[MeterKey, Timestamp] = {}
         charge = partial(self._charges, now=now)
         interval_s = meter.interval_s
         try:
-            for commit in pass_commits(spans, through, now, interval_s, charge):
+            for n, commit in enumerate(pass_commits(cut, now, interval_s, charge)):
+                if n:
+                    time.sleep(PASS_PAUSE_S)  # let requests run between the chunks
                 self.store.commit(commit)
                 moved.update(commit.metered_through)
         except BaseException:
@@ -363,8 +366,7 @@ class ControlPlane:
     ) -> tuple[list[LedgerEntry], list[EventRecord]]:
         """The ledger entries and BalanceLow events of records, from the balances now (only
         the accounts they name are read)."""
-        accounts = sorted({r.account_id for r in records})
-        balances = {a: self.store.balance(a) for a in accounts}
+        balances = self.store.balances_of({r.account_id for r in records})
         return billing.charges(records, self.catalog, balances, self.config.low_balance_usd, now)
 
     def _forget_orphans(

@@ -76,6 +76,9 @@ def check(store: Store, model: dict[str, LedgerEntry]) -> None:
     assert list(balances) == sorted(balances)  # by account
     for account in ACCOUNTS:
         assert store.balance(account) == balances.get(account, Decimal(0))
+    some = [*ACCOUNTS[:2], "acct-never"]  # one read for several, 0 for one with no entries
+    assert digits(store.balances_of(some)) == digits({a: balances.get(a, Decimal(0)) for a in some})
+    assert store.balances_of([]) == {}
 
 
 def fresh_store(backend: Backend) -> Callable[[], Store]:

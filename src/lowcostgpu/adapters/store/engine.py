@@ -36,6 +36,10 @@ alive then; one that sat idle is where a restarted server or a dropped link show
 is still pinged. A connection that breaks within the second fails its statement instead
 (`StoreUnavailable`), and SQLAlchemy replaces it."""
 _CHECKED_IN_AT = "lowcostgpu_checked_in_at"
+SQLITE_POOL_SIZE = 40
+"""SQLite connections kept open: as many as the API's worker threads (anyio's default limit, 40)
+that may read at once. With SQLAlchemy's default of 5, the 6th reader opened a connection (a file
+open, four pragmas, the schema parsed at its first statement) and closed it again after use."""
 WRITE = "lowcostgpu_write"
 """Execution option: this transaction writes (SQLite begins it IMMEDIATE)."""
 
@@ -103,7 +107,12 @@ def create_engine(target: Target) -> Engine:
         event.listen(engine, "checkin", _checked_in)
         event.listen(engine, "checkout", _ping_if_idle(engine.dialect))
         return engine
-    engine = sa.create_engine(target.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    engine = sa.create_engine(
+        target.url,
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        pool_size=SQLITE_POOL_SIZE,
+        max_overflow=SQLITE_POOL_SIZE,
+    )
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)
     return engine

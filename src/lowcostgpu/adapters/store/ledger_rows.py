@@ -15,7 +15,7 @@ keeps each sum, updated in the transaction that inserts the entries:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -80,6 +80,19 @@ def balances(conn: sa.Connection, text: Text) -> dict[str, Decimal]:
     bal = t.account_balances
     query = sa.select(bal.c.account_id, bal.c.balance).order_by(text(bal.c.account_id))
     return {account: rows.ledger_amount(b) for account, b in conn.execute(query)}
+
+
+def balances_of(conn: sa.Connection, account_ids: Collection[str]) -> dict[str, Decimal]:
+    """Each account's balance, 0 where it has none; one query per `_CHUNK` accounts."""
+    wanted = sorted(set(account_ids))
+    found = dict.fromkeys(wanted, Decimal(0))
+    bal = t.account_balances
+    for at in range(0, len(wanted), _CHUNK):
+        query = sa.select(bal.c.account_id, bal.c.balance).where(
+            bal.c.account_id.in_(wanted[at : at + _CHUNK])
+        )
+        found.update((account, rows.ledger_amount(b)) for account, b in conn.execute(query))
+    return found
 
 
 def balance(conn: sa.Connection, account_id: str) -> Decimal:

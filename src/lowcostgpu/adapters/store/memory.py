@@ -340,6 +340,11 @@ class MemoryStore:
             found = self._balances.get(account_id)
         return Decimal(0) if found is None else rows.ledger_amount(found)
 
+    def balances_of(self, account_ids: Collection[str]) -> dict[str, Decimal]:
+        with self._mutex:
+            found = {a: self._balances.get(a) for a in account_ids}
+        return {a: Decimal(0) if b is None else rows.ledger_amount(b) for a, b in found.items()}
+
     def clusters(
         self, *, account_id: str | None = None, include_deleted: bool = False
     ) -> list[StoredCluster]:

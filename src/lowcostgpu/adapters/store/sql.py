@@ -391,6 +391,10 @@ class SqlStore:
         with translated(self.url), self._engine.connect() as conn:
             return ledger_rows.balance(conn, account_id)
 
+    def balances_of(self, account_ids: Collection[str]) -> dict[str, Decimal]:
+        with translated(self.url), self._engine.connect() as conn:
+            return ledger_rows.balances_of(conn, account_ids)
+
     # --- the single-writer lock ------------------------------------------------------------
 
     def try_lead(self, owner: str) -> bool:
