@@ -27,7 +27,7 @@ from lowcostgpu.api.models_billing import (
 from lowcostgpu.api.models_input import MAX_INT64
 from lowcostgpu.app import queries
 from lowcostgpu.app.accounts import PREFIX_SHOWN
-from lowcostgpu.core.rating import build_invoice
+from lowcostgpu.core.rating import invoice_of
 from lowcostgpu.domain.errors import InvalidRequest
 
 router = APIRouter(prefix="/v1")
@@ -72,11 +72,10 @@ def bill(
             f"the period ends ({end}) before it starts ({start})",
             hint="give an end after the start (epoch seconds), or leave out end: now",
         )
-    records = ctx.plane.store.usage(account_id=account_id)
-    invoice = build_invoice(account_id, records, ctx.plane.catalog, start, end)
-    credits = [
-        e for e in ctx.plane.store.ledger(account_id) if e.kind == "credit" and start <= e.at < end
-    ]
+    store = ctx.plane.store
+    totals = store.usage_totals(account_id=account_id, since=start, until=end)
+    invoice = invoice_of(account_id, totals, ctx.plane.catalog, start, end)
+    credits = store.ledger(account_id, kind="credit", since=start, until=end)
     return BillOut.of(invoice, ctx.accounts.balance(account_id), credits)
 
 
@@ -85,7 +84,7 @@ def usage(
     ctx: Ctx, account_id: AccountId, limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000
 ) -> list[UsageRecordOut]:
     """The metered records, newest last (one per subject, kind and interval)."""
-    records = ctx.plane.store.usage(account_id=account_id)[-limit:]
+    records = ctx.plane.store.usage(account_id=account_id, last=limit)
     return [
         UsageRecordOut(
             subject_id=r.subject_id,
@@ -107,7 +106,7 @@ def balance(
     """The prepaid balance and its last `ledger` movements (usage charges, top-ups, lost-work
     credits)."""
     amount = ctx.accounts.balance(account_id)
-    entries = ctx.plane.store.ledger(account_id)[-ledger:] if ledger else []
+    entries = ctx.plane.store.ledger(account_id, last=ledger) if ledger else []
     return BalanceOut(
         account_id=account_id,
         balance=usd(amount),

@@ -150,6 +150,7 @@ usage = sa.Table(
     sa.Column("quantity", sa.BigInteger, nullable=False),
     sa.Column("quantity_s", sa.BigInteger, nullable=False),
     sa.Index("ix_usage_account_interval", "account_id", "interval_start"),
+    sa.Index("ix_usage_interval", "interval_start"),  # the fleet's window (migration 0013)
 )
 
 metered_through = sa.Table(
