@@ -66,6 +66,7 @@ def bill(
     """Invoice lines (GPU and storage) of the usage metered in [start, end), exact and rounded,
     and the lost-work credits of the period (dated at their drained run's end), each its own line
     with its reason."""
+    given_end = end
     end = ctx.plane.clock.now() + 1 if end is None else end
     if end < start:
         raise InvalidRequest(
@@ -73,7 +74,9 @@ def bill(
             hint="give an end after the start (epoch seconds), or leave out end: now",
         )
     store = ctx.plane.store
-    totals = store.usage_totals(account_id=account_id, since=start, until=end)
+    # No record starts after now (only closed intervals are metered): with no end given the
+    # period's usage is all of it since `start`, and from 0 that is the store's kept totals.
+    totals = store.usage_totals(account_id=account_id, since=start, until=given_end)
     invoice = invoice_of(account_id, totals, ctx.plane.catalog, start, end)
     credits = store.ledger(account_id, kind="credit", since=start, until=end)
     return BillOut.of(invoice, ctx.accounts.balance(account_id), credits)

@@ -6,6 +6,7 @@ every combination of filters; on SQLite the statements are index searches, not t
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -163,3 +164,20 @@ def test_the_fleets_usage_by_interval_searches_its_index_on_sqlite(tmp_path: Pat
         "usage",
     )
     assert "ix_usage_interval" in plan and "SCAN usage" not in plan, plan
+
+
+def test_kept_totals_count_each_record_once_through_replays_and_duplicates(store: Store) -> None:
+    """All-time totals come from the table the store adds to as it inserts records: a replayed
+    commit, and a key given twice in one commit (the first is kept), add nothing twice."""
+    filled(store)
+    again = record("acct-1", "i-1", 0, CapacityClass.INTERRUPTIBLE)
+    new = record("acct-2", "i-3", 240, CapacityClass.INTERRUPTIBLE)
+    store.commit(Commit(usage=[again, new, replace(new, quantity_s=10**9)]))
+    store.commit(Commit(usage=[again, new]))
+    everything = store.usage()
+    assert len(everything) == 17
+    assert store.usage_totals() == usage_totals(everything)
+    for account in ("acct-1", "acct-2", "acct-none"):
+        kept = store.usage_totals(account_id=account)
+        assert kept == usage_totals(r for r in everything if r.account_id == account)
+        assert kept == store.usage_totals(account_id=account, since=-1)  # summed from the rows

@@ -39,9 +39,7 @@ def write(
     volumes: Sequence[VolumeRecord],
 ) -> None:
     if usage:
-        keys = ["subject_id", "kind", "interval_start"]
-        stmt = insert(t.usage).on_conflict_do_nothing(index_elements=keys)
-        conn.execute(stmt, [rows.usage_row(u) for u in usage])
+        _insert_usage(conn, insert, usage)
     if through:
         stmt = insert(t.metered_through)
         stmt = stmt.on_conflict_do_update(
@@ -57,6 +55,37 @@ def write(
             set_={c: stmt.excluded[c] for c in VOLUME_UPDATED},
         )
         conn.execute(stmt, [rows.volume_row(v) for v in last.values()])
+
+
+def _insert_usage(conn: sa.Connection, insert: Insert, usage: Sequence[UsageRecord]) -> None:
+    """Insert the records not stored yet, and add exactly those to their account's totals."""
+    c = t.usage.c
+    first: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for u in usage:  # of a key given twice the first is inserted, as the statement would
+        row = rows.usage_row(u)
+        first.setdefault((row["subject_id"], row["kind"], row["interval_start"]), row)
+    stmt = insert(t.usage).on_conflict_do_nothing(index_elements=list(_KEY))
+    inserted = stmt.returning(c.subject_id, c.kind, c.interval_start)
+    added: dict[tuple[str, str, str, str], int] = {}
+    for subject_id, kind, interval_start in conn.execute(inserted, list(first.values())):
+        row = first[(subject_id, kind, interval_start)]
+        line = (row["account_id"], row["kind"], row["resource"], row["capacity_class"] or "")
+        added[line] = added.get(line, 0) + row["quantity_s"]
+    if added:
+        totals = t.usage_totals
+        upsert = insert(totals)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=list(_LINE),
+            set_={"quantity_s": totals.c.quantity_s + upsert.excluded.quantity_s},
+        )
+        conn.execute(
+            upsert.returning(totals.c.account_id),  # one multi-row statement, as the ledger's
+            [dict(zip(_LINE, line, strict=True), quantity_s=q) for line, q in added.items()],
+        )
+
+
+_KEY = ("subject_id", "kind", "interval_start")
+_LINE = ("account_id", "kind", "resource", "capacity_class")
 
 
 def usage(
@@ -91,8 +120,11 @@ def usage_totals(
     since: Timestamp | None,
     until: Timestamp | None,
 ) -> list[UsageTotal]:
-    """`Store.usage_totals`: one GROUP BY over the window's rows (a subject's by its key alone,
-    as in `usage`, its account checked on the totals)."""
+    """`Store.usage_totals`: the kept totals for all time (O(lines)); a window's or a subject's
+    with one GROUP BY over its rows (a subject's by its key alone, as in `usage`, its account
+    checked on the totals)."""
+    if subject_id is None and not since and until is None:
+        return _kept_totals(conn, account_id)
     c = t.usage.c
     groups = (c.account_id, c.kind, c.resource, c.capacity_class)
     by = None if subject_id else account_id
@@ -107,6 +139,24 @@ def usage_totals(
         )
         for a, k, res, cc, q_s in conn.execute(q.group_by(*groups))
         if account_id in (None, a)
+    ]
+    return sorted(found, key=lambda u: (u.account_id, u.kind, u.resource, str(u.capacity_class)))
+
+
+def _kept_totals(conn: sa.Connection, account_id: str | None) -> list[UsageTotal]:
+    c = t.usage_totals.c
+    q = sa.select(t.usage_totals)
+    if account_id is not None:
+        q = q.where(c.account_id == account_id)
+    found = [
+        UsageTotal(
+            account_id=r["account_id"],
+            kind=rows.usage_kind(r["kind"]),
+            resource=r["resource"],
+            capacity_class=rows.capacity_class(r["capacity_class"] or None),
+            quantity_s=int(r["quantity_s"]),
+        )
+        for r in conn.execute(q).mappings()
     ]
     return sorted(found, key=lambda u: (u.account_id, u.kind, u.resource, str(u.capacity_class)))
 
