@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lowcostgpu.core.metering import UsageRecord, UsageSpan, meter
+from lowcostgpu.core.metering import UsageRecord, UsageSpan, meter, usage_totals
 from lowcostgpu.core.rating import (
     build_invoice,
     exact_amount,
     invoice_lines,
+    invoice_of,
     rate,
     round_cents,
     to_money,
@@ -190,3 +191,17 @@ def _line_of_line(line: object) -> tuple[str, str, str, str]:
         line.resource,  # type: ignore[attr-defined]
         str(line.capacity_class),  # type: ignore[attr-defined]
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=_records())
+def test_an_invoice_from_the_stores_totals_is_the_invoice_of_the_records(
+    records: list[UsageRecord],
+) -> None:
+    """What `GET /v1/billing` builds from `Store.usage_totals` (the records summed where they
+    are) is, line for line and to the last digit, the invoice of the records themselves."""
+    totals = usage_totals(records)
+    for account in ("a", "b", "nobody"):
+        assert invoice_of(account, totals, CATALOG, BASE, BASE + 60) == build_invoice(
+            account, records, CATALOG, BASE, BASE + 60
+        )

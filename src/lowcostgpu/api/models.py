@@ -18,7 +18,7 @@ from lowcostgpu.api.models_input import (
 )
 from lowcostgpu.app.plane import ControlPlane
 from lowcostgpu.core.queue import QueueEntry
-from lowcostgpu.core.rating import build_invoice
+from lowcostgpu.core.rating import invoice_of
 from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.ports.store import EventRecord, StoredInstance
 
@@ -211,14 +211,13 @@ class UsageOut(BaseModel):
 
     @classmethod
     def of(cls, instance_id: str, account_id: str, plane: ControlPlane) -> UsageOut:
-        records = [
-            r for r in plane.store.usage(account_id=account_id) if r.subject_id == instance_id
-        ]
-        end = max((r.interval_end for r in records), default=None)
-        invoice = build_invoice(account_id, records, plane.catalog, 0, end or 0)
+        store = plane.store
+        totals = store.usage_totals(account_id=account_id, subject_id=instance_id)
+        end = store.metered_through({instance_id}).get((instance_id, "gpu"))
+        invoice = invoice_of(account_id, totals, plane.catalog, 0, end or 0)
         return cls(
             instance_id=instance_id,
-            gpu_seconds=sum(r.quantity_s for r in records if r.kind == "gpu"),
+            gpu_seconds=sum(t.quantity_s for t in totals if t.kind == "gpu"),
             metered_through=end,
             amount=f"{invoice.total.amount:f}",
             amount_exact=f"{invoice.total_exact.amount:f}",

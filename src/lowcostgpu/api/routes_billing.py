@@ -27,7 +27,7 @@ from lowcostgpu.api.models_billing import (
 from lowcostgpu.api.models_input import MAX_INT64
 from lowcostgpu.app import queries
 from lowcostgpu.app.accounts import PREFIX_SHOWN
-from lowcostgpu.core.rating import build_invoice
+from lowcostgpu.core.rating import invoice_of
 from lowcostgpu.domain.errors import InvalidRequest
 
 router = APIRouter(prefix="/v1")
@@ -66,17 +66,19 @@ def bill(
     """Invoice lines (GPU and storage) of the usage metered in [start, end), exact and rounded,
     and the lost-work credits of the period (dated at their drained run's end), each its own line
     with its reason."""
+    given_end = end
     end = ctx.plane.clock.now() + 1 if end is None else end
     if end < start:
         raise InvalidRequest(
             f"the period ends ({end}) before it starts ({start})",
             hint="give an end after the start (epoch seconds), or leave out end: now",
         )
-    records = ctx.plane.store.usage(account_id=account_id)
-    invoice = build_invoice(account_id, records, ctx.plane.catalog, start, end)
-    credits = [
-        e for e in ctx.plane.store.ledger(account_id) if e.kind == "credit" and start <= e.at < end
-    ]
+    store = ctx.plane.store
+    # No record starts after now (only closed intervals are metered): with no end given the
+    # period's usage is all of it since `start`, and from 0 that is the store's kept totals.
+    totals = store.usage_totals(account_id=account_id, since=start, until=given_end)
+    invoice = invoice_of(account_id, totals, ctx.plane.catalog, start, end)
+    credits = store.ledger(account_id, kind="credit", since=start, until=end)
     return BillOut.of(invoice, ctx.accounts.balance(account_id), credits)
 
 
@@ -85,7 +87,7 @@ def usage(
     ctx: Ctx, account_id: AccountId, limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000
 ) -> list[UsageRecordOut]:
     """The metered records, newest last (one per subject, kind and interval)."""
-    records = ctx.plane.store.usage(account_id=account_id)[-limit:]
+    records = ctx.plane.store.usage(account_id=account_id, last=limit)
     return [
         UsageRecordOut(
             subject_id=r.subject_id,
@@ -107,7 +109,7 @@ def balance(
     """The prepaid balance and its last `ledger` movements (usage charges, top-ups, lost-work
     credits)."""
     amount = ctx.accounts.balance(account_id)
-    entries = ctx.plane.store.ledger(account_id)[-ledger:] if ledger else []
+    entries = ctx.plane.store.ledger(account_id, last=ledger) if ledger else []
     return BalanceOut(
         account_id=account_id,
         balance=usd(amount),

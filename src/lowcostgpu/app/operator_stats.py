@@ -8,8 +8,11 @@ charged), exact, rounded to 1/10000 $ per bucket for display.
 
 What it costs: the nodes and instance counts read the engine state of the last decision
 (`ControlPlane.snapshot()`, live objects only, no store read); reclaims read the window's events
-(`fleet_history.window_events`). The usage figures (`series`, `revenue_total`) still read every
-usage record ever (`Store.usage()` has no time window): O(usage history) per call.
+(`fleet_history.window_events`); the usage series reads the window's usage summed per interval
+by the store, through its index on the interval start (O(intervals in the window) here, the
+window's records inside the database); the all-time revenue is the
+store's per-account totals (`Store.usage_totals`): summed inside the database, O(usage history)
+there, but no record is read into Python.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from fractions import Fraction
 
 from lowcostgpu.app.fleet_history import window_events
 from lowcostgpu.app.plane import ControlPlane
-from lowcostgpu.core.metering import UsageRecord
-from lowcostgpu.core.rating import exact_amount
+from lowcostgpu.core.metering import MAX_INTERVAL_S, IntervalUsage
+from lowcostgpu.core.rating import exact_amount, total_exact
 from lowcostgpu.domain.capacity import CapacityClass, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import Reason
@@ -76,18 +79,20 @@ def fleet_gpus(plane: ControlPlane) -> int:
 
 
 def series(plane: ControlPlane, window: Window) -> list[Bucket]:
-    """The fleet's buckets in `window`: metered usage, revenue and reclaims in each. Reads
-    every usage record ever to find the window's (no windowed usage read in the store port)."""
+    """The fleet's buckets in `window`: metered usage, revenue and reclaims in each. A record
+    overlaps the window if it starts less than an interval (at most `MAX_INTERVAL_S`) before it;
+    the store sums the window's records per interval (O(intervals) here)."""
     buckets = window.buckets()
-    for record in plane.store.usage():
-        _spread(record, buckets, window, exact_amount(record, plane.catalog))
+    intervals = plane.store.usage_by_interval(since=window.start - MAX_INTERVAL_S, until=window.end)
+    for usage in intervals:
+        _spread(usage, buckets, window, exact_amount(usage, plane.catalog))
     for event in window_events(plane.store, window.start, window.end):  # not the whole log
         if event.reason is Reason.PREEMPTED:
             buckets[(event.at - window.start) // window.bucket_s].reclaims += 1
     return buckets
 
 
-def _spread(record: UsageRecord, buckets: list[Bucket], window: Window, amount: Fraction) -> None:
+def _spread(record: IntervalUsage, buckets: list[Bucket], window: Window, amount: Fraction) -> None:
     length = record.interval_end - record.interval_start
     if length <= 0:
         return
@@ -118,8 +123,8 @@ def shown(amount: Fraction) -> str:
 
 
 def revenue_total(plane: ControlPlane) -> Fraction:
-    """Every usage record ever rated: what customers were charged in all (reads them all)."""
-    return sum((exact_amount(r, plane.catalog) for r in plane.store.usage()), Fraction(0))
+    """Every usage record ever rated: what customers were charged in all (from the totals)."""
+    return total_exact(plane.store.usage_totals(), plane.catalog)
 
 
 def node_gpus(plane: ControlPlane) -> dict[tuple[str, str], dict[str, int]]:

@@ -87,6 +87,61 @@ class UsageRecord:
         return (self.subject_id, self.kind, self.interval_start)
 
 
+@dataclass(frozen=True, slots=True)
+class UsageTotal:
+    """An account's billed quantity of one kind, resource and class, summed over records: what
+    an invoice line is made of (its price is linear in the quantity, so summing first is exact).
+    A store sums them where the records are (`Store.usage_totals`), not in Python."""
+
+    account_id: str
+    kind: UsageKind
+    resource: str
+    capacity_class: CapacityClass | None
+    quantity_s: int
+
+
+def usage_totals(records: Iterable[UsageRecord]) -> list[UsageTotal]:
+    """The records summed per (account, kind, resource, class), in that order (a missing class
+    sorts as "None")."""
+    sums: dict[tuple[str, UsageKind, str, CapacityClass | None], int] = defaultdict(int)
+    for r in records:
+        sums[(r.account_id, r.kind, r.resource, r.capacity_class)] += r.quantity_s
+    totals = [UsageTotal(a, k, res, c, q) for (a, k, res, c), q in sums.items()]
+    return sorted(totals, key=lambda t: (t.account_id, t.kind, t.resource, str(t.capacity_class)))
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalUsage:
+    """The fleet's billed quantity of one kind, resource and class in one interval, summed over
+    its subjects and accounts: what the operator's series spreads over its buckets (a share of
+    a quantity, and its price, are linear in it, so spreading the sum is spreading each record).
+    A store sums them where the records are (`Store.usage_by_interval`)."""
+
+    kind: UsageKind
+    resource: str
+    capacity_class: CapacityClass | None
+    interval_start: Timestamp
+    interval_end: Timestamp
+    quantity_s: int
+
+
+def usage_by_interval(records: Iterable[UsageRecord]) -> list[IntervalUsage]:
+    """The records summed per (interval, kind, resource, class), in that order."""
+    sums: dict[tuple[Timestamp, Timestamp, UsageKind, str, CapacityClass | None], int] = (
+        defaultdict(int)
+    )
+    for r in records:
+        sums[(r.interval_start, r.interval_end, r.kind, r.resource, r.capacity_class)] += (
+            r.quantity_s
+        )
+    found = [IntervalUsage(k, res, c, a, b, q) for (a, b, k, res, c), q in sums.items()]
+    return sorted(found, key=interval_usage_order)
+
+
+def interval_usage_order(u: IntervalUsage) -> tuple[Timestamp, Timestamp, str, str, str]:
+    return (u.interval_start, u.interval_end, u.kind, u.resource, str(u.capacity_class))
+
+
 def check_interval(interval_s: int) -> int:
     if not MIN_INTERVAL_S <= interval_s <= MAX_INTERVAL_S:
         raise InvalidRequest(

@@ -9,23 +9,31 @@ half-even, from the exact rational value. Both are shown, so the rounding is vis
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 from typing import Final
 
-from lowcostgpu.core.metering import UsageKind, UsageRecord
+from lowcostgpu.core.metering import (
+    IntervalUsage,
+    UsageKind,
+    UsageRecord,
+    UsageTotal,
+    usage_totals,
+)
 from lowcostgpu.domain.capacity import CapacityClass, Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.money import SECONDS_PER_HOUR, SECONDS_PER_MONTH, Money
+
+Rated = UsageRecord | UsageTotal | IntervalUsage
+"""What has a price: a record, or records summed (an account's line, the fleet's interval)."""
 
 DISPLAY_PLACES: Final = 20
 """Decimal places kept when an exact amount does not terminate (an error below 1e-20 $)."""
 
 
-def unit_price(record: UsageRecord, catalog: Catalog) -> Money:
+def unit_price(record: Rated, catalog: Catalog) -> Money:
     """Per GPU-hour (on-demand, or interruptible = on-demand × 0.50) or per GB-month."""
     if record.kind == "storage":
         return catalog.storage_per_gb_month
@@ -44,7 +52,7 @@ def _per_second(kind: UsageKind) -> int:
     return SECONDS_PER_MONTH if kind == "storage" else SECONDS_PER_HOUR
 
 
-def exact_amount(record: UsageRecord, catalog: Catalog) -> Fraction:
+def exact_amount(record: Rated, catalog: Catalog) -> Fraction:
     """GPU-seconds × $/GPU-h ÷ 3600, or GB-seconds × $/GB-month ÷ seconds per month; exact."""
     price = Fraction(unit_price(record, catalog).amount)
     return record.quantity_s * price / _per_second(record.kind)
@@ -134,9 +142,6 @@ class Invoice:
         return sum((line.savings for line in self.lines), Money.zero())
 
 
-LineKey = tuple[str, UsageKind, str, str]
-
-
 def invoice_lines(
     records: Iterable[UsageRecord],
     catalog: Catalog,
@@ -144,11 +149,15 @@ def invoice_lines(
     period_end: Timestamp,
 ) -> list[InvoiceLine]:
     """Group records of [period_start, period_end) by account, kind, resource and class."""
-    groups: dict[LineKey, list[UsageRecord]] = defaultdict(list)
-    for r in records:
-        if period_start <= r.interval_start < period_end:
-            groups[(r.account_id, r.kind, r.resource, str(r.capacity_class))].append(r)
-    return [_line(group, catalog, period_start, period_end) for _, group in sorted(groups.items())]
+    within = (r for r in records if period_start <= r.interval_start < period_end)
+    return lines_of(usage_totals(within), catalog, period_start, period_end)
+
+
+def lines_of(
+    totals: Iterable[UsageTotal], catalog: Catalog, period_start: Timestamp, period_end: Timestamp
+) -> list[InvoiceLine]:
+    """One line per total (`usage_totals` of the period's records, or the store's own sums)."""
+    return [_line(t, catalog, period_start, period_end) for t in totals]
 
 
 def build_invoice(
@@ -163,25 +172,49 @@ def build_invoice(
     return Invoice(account_id, period_start, period_end, tuple(lines))
 
 
+def invoice_of(
+    account_id: str,
+    totals: Iterable[UsageTotal],
+    catalog: Catalog,
+    period_start: Timestamp,
+    period_end: Timestamp,
+) -> Invoice:
+    """The invoice from the period's totals (`Store.usage_totals`): equal to `build_invoice` of
+    the records they sum, line for line, without reading the records."""
+    mine = sorted(
+        (t for t in totals if t.account_id == account_id),
+        key=lambda t: (t.kind, t.resource, str(t.capacity_class)),
+    )
+    return Invoice(
+        account_id,
+        period_start,
+        period_end,
+        tuple(lines_of(mine, catalog, period_start, period_end)),
+    )
+
+
+def total_exact(totals: Iterable[UsageTotal], catalog: Catalog) -> Fraction:
+    """What the totals cost in all, exact (the operator's all-time revenue)."""
+    return sum((exact_amount(t, catalog) for t in totals), Fraction(0))
+
+
 def _line(
-    group: list[UsageRecord], catalog: Catalog, period_start: Timestamp, period_end: Timestamp
+    total: UsageTotal, catalog: Catalog, period_start: Timestamp, period_end: Timestamp
 ) -> InvoiceLine:
-    first = group[0]
-    exact = sum((exact_amount(r, catalog) for r in group), Fraction(0))
-    quantity_s = sum(r.quantity_s for r in group)
+    exact = exact_amount(total, catalog)
     on_demand = exact
-    if first.kind == "gpu" and first.capacity_class is CapacityClass.INTERRUPTIBLE:
-        od_price = Fraction(catalog.gpu(first.resource).on_demand_per_gpu_hour.amount)
-        on_demand = quantity_s * od_price / SECONDS_PER_HOUR
+    if total.kind == "gpu" and total.capacity_class is CapacityClass.INTERRUPTIBLE:
+        od_price = Fraction(catalog.gpu(total.resource).on_demand_per_gpu_hour.amount)
+        on_demand = total.quantity_s * od_price / SECONDS_PER_HOUR
     return InvoiceLine(
-        account_id=first.account_id,
-        kind=first.kind,
-        resource=first.resource,
-        capacity_class=first.capacity_class,
+        account_id=total.account_id,
+        kind=total.kind,
+        resource=total.resource,
+        capacity_class=total.capacity_class,
         period_start=period_start,
         period_end=period_end,
-        quantity_s=quantity_s,
-        unit_price=unit_price(first, catalog),
+        quantity_s=total.quantity_s,
+        unit_price=unit_price(total, catalog),
         exact=exact,
         on_demand_exact=on_demand,
     )

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 from lowcostgpu.core.clusters import ClusterState
 from lowcostgpu.core.lifecycle import InstanceState
-from lowcostgpu.core.metering import MeterKey, UsageRecord
+from lowcostgpu.core.metering import IntervalUsage, MeterKey, UsageRecord, UsageTotal
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.status import InstanceStatus
@@ -310,7 +310,42 @@ class Store(Protocol):
         Every event up to it is committed, so following from it misses nothing later."""
         ...
 
-    def usage(self, *, account_id: str | None = None) -> list[UsageRecord]: ...
+    def usage(
+        self,
+        *,
+        account_id: str | None = None,
+        subject_id: str | None = None,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+        last: int | None = None,
+    ) -> list[UsageRecord]:
+        """Usage records, oldest first (by interval start, then subject and kind): of one
+        account and/or one subject, whose interval starts in [since, until), and only the newest
+        `last` of those. Read through an index (the account's by interval start, the subject's
+        key, the fleet's by interval start): O(records returned), not O(history), except a
+        fleet-wide read with no window (the whole table)."""
+        ...
+
+    def usage_totals(
+        self,
+        *,
+        account_id: str | None = None,
+        subject_id: str | None = None,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+    ) -> list[UsageTotal]:
+        """`core.metering.usage_totals` of what `usage` returns for the same filters, summed by
+        the store: the rows of the window are scanned where they are, and only the totals (a few
+        per account) come back. An invoice is made from them (`core.rating.invoice_of`)."""
+        ...
+
+    def usage_by_interval(
+        self, *, since: Timestamp | None = None, until: Timestamp | None = None
+    ) -> list[IntervalUsage]:
+        """`core.metering.usage_by_interval` of the fleet's records whose interval starts in
+        [since, until), summed by the store (through its index on the interval start): a day
+        of 10,000 GPUs metered every minute is 14 million records but 1,440 intervals."""
+        ...
 
     def metered_through(
         self, subject_ids: Collection[str] | None = None
@@ -347,8 +382,18 @@ class Store(Protocol):
         """Keys (of one account, or all), oldest first; admin keys have no account."""
         ...
 
-    def ledger(self, account_id: str | None = None) -> list[LedgerEntry]:
-        """Balance movements (of one account, or all), in time then key order."""
+    def ledger(
+        self,
+        account_id: str | None = None,
+        *,
+        kind: LedgerKind | None = None,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+        last: int | None = None,
+    ) -> list[LedgerEntry]:
+        """Balance movements (of one account, or all), in time then key order: of one kind, at
+        a time in [since, until), and only the newest `last` of those. An account's are read
+        through its (account, at) index: O(entries returned) for a window or `last`."""
         ...
 
     def balances(self) -> dict[str, Decimal]:

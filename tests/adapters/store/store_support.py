@@ -96,11 +96,16 @@ def _sqlite_url(directory: Path) -> Iterator[str]:
 def sqlite_plan_of_instances_read(directory: Path, read: Callable[[SqlStore], object]) -> str:
     """SQLite's query plan of the one statement on `instances` that `read` sends through a
     fresh store: the very statement, parameters included, not a hand-written copy of it."""
+    return sqlite_plan_of_read(directory, read, "instances")
+
+
+def sqlite_plan_of_read(directory: Path, read: Callable[[SqlStore], object], table: str) -> str:
+    """`sqlite_plan_of_instances_read` for the one statement on `table`."""
     store = SqlStore.open(f"sqlite:///{directory / 'store.db'}")
     sent: list[tuple[str, Any]] = []
 
     def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        if "FROM instances" in statement:
+        if f"FROM {table}" in statement:
             sent.append((statement, params))
 
     try:

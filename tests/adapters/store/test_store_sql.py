@@ -117,7 +117,7 @@ def _assert_schema_is_head(url: str) -> None:
         with engine.connect() as conn:
             diffs = compare_metadata(MigrationContext.configure(conn), metadata)
         assert diffs == []  # the migrations build exactly the tables of schema.py
-        assert current_revision(engine) == head_revision() == "0012"
+        assert current_revision(engine) == head_revision() == "0013"
     finally:
         engine.dispose()
 

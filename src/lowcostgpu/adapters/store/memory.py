@@ -19,7 +19,14 @@ from typing import Any
 
 from lowcostgpu.adapters.store import cluster_rows, memory_rows, rows
 from lowcostgpu.adapters.store.webhook_rows import delivery_order
-from lowcostgpu.core.metering import MeterKey, UsageRecord
+from lowcostgpu.core.metering import (
+    IntervalUsage,
+    MeterKey,
+    UsageRecord,
+    UsageTotal,
+    usage_by_interval,
+    usage_totals,
+)
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound, StaleWrite
 from lowcostgpu.domain.status import InstanceStatus
@@ -29,6 +36,7 @@ from lowcostgpu.ports.store import (
     Commit,
     EventRecord,
     LedgerEntry,
+    LedgerKind,
     OutboxEntry,
     OutboxFailure,
     StoredCluster,
@@ -267,11 +275,43 @@ class MemoryStore:
                     return int(r["seq"])
         return 0
 
-    def usage(self, *, account_id: str | None = None) -> list[UsageRecord]:
+    def usage(
+        self,
+        *,
+        account_id: str | None = None,
+        subject_id: str | None = None,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+        last: int | None = None,
+    ) -> list[UsageRecord]:
+        """O(every record): the in-memory store keeps no index (tests, the simulator's wiring)."""
         with self._mutex:
-            found = [r for r in self._usage.values() if account_id in (None, r["account_id"])]
+            found = [
+                r
+                for r in self._usage.values()
+                if account_id in (None, r["account_id"])
+                and subject_id in (None, r["subject_id"])
+                and (since is None or r["interval_start"] >= since)
+                and (until is None or r["interval_start"] < until)
+            ]
         found.sort(key=lambda r: (r["interval_start"], r["subject_id"], r["kind"]))
-        return [rows.usage_record(r) for r in found]
+        return [rows.usage_record(r) for r in rows.newest(found, last)]
+
+    def usage_totals(
+        self,
+        *,
+        account_id: str | None = None,
+        subject_id: str | None = None,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+    ) -> list[UsageTotal]:
+        found = self.usage(account_id=account_id, subject_id=subject_id, since=since, until=until)
+        return usage_totals(found)
+
+    def usage_by_interval(
+        self, *, since: Timestamp | None = None, until: Timestamp | None = None
+    ) -> list[IntervalUsage]:
+        return usage_by_interval(self.usage(since=since, until=until))
 
     def metered_through(
         self, subject_ids: Collection[str] | None = None
@@ -324,11 +364,26 @@ class MemoryStore:
         found.sort(key=lambda r: (r["created_at"], r["key_hash"]))
         return [rows.api_key_record(r) for r in found]
 
-    def ledger(self, account_id: str | None = None) -> list[LedgerEntry]:
+    def ledger(
+        self,
+        account_id: str | None = None,
+        *,
+        kind: LedgerKind | None = None,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+        last: int | None = None,
+    ) -> list[LedgerEntry]:
         with self._mutex:
-            found = [r for r in self._ledger.values() if account_id in (None, r["account_id"])]
+            found = [
+                r
+                for r in self._ledger.values()
+                if account_id in (None, r["account_id"])
+                and kind in (None, r["kind"])
+                and (since is None or r["at"] >= since)
+                and (until is None or r["at"] < until)
+            ]
         found.sort(key=lambda r: (r["at"], r["key"]))
-        return [rows.ledger_entry(r) for r in found]
+        return [rows.ledger_entry(r) for r in rows.newest(found, last)]
 
     def balances(self) -> dict[str, Decimal]:
         with self._mutex:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation, localcontext
-from typing import Any
+from typing import Any, TypeVar
 
 from lowcostgpu.adapters.store import codec
 from lowcostgpu.adapters.store.errors import StoreDataError
@@ -168,14 +168,17 @@ def usage_kind(kind: str) -> UsageKind:
     raise StoreDataError(f"unknown usage kind {kind!r} in the store")
 
 
+def capacity_class(stored: str | None) -> CapacityClass | None:
+    return None if stored is None else codec.decode(CapacityClass, stored, "capacity_class")
+
+
 def usage_record(row: Row) -> UsageRecord:
-    cc = row["capacity_class"]
     return UsageRecord(
         subject_id=row["subject_id"],
         account_id=row["account_id"],
         kind=usage_kind(row["kind"]),
         resource=row["resource"],
-        capacity_class=None if cc is None else codec.decode(CapacityClass, cc, "capacity_class"),
+        capacity_class=capacity_class(row["capacity_class"]),
         interval_start=row["interval_start"],
         interval_end=row["interval_end"],
         seconds=row["seconds"],
@@ -306,3 +309,13 @@ def balances_after(balances: Mapping[str, str], inserted: Sequence[Row]) -> dict
         account: f"{exact_sum([ledger_amount(balances.get(account, '0')), *amounts]):f}"
         for account, amounts in moves.items()
     }
+
+
+T = TypeVar("T")
+
+
+def newest(found: list[T], last: int | None) -> list[T]:
+    """The last `last` of rows sorted oldest first (all of them for None)."""
+    if last is None:
+        return found
+    return found[-last:] if last > 0 else []

@@ -23,7 +23,10 @@ never reads the time.
   `key` deduplicates an event written twice after a crash. Indexed by (account, seq) for one
   account's reads, by `at` for time windows (`Store.events(since=, until=)`, migration 0006), and
   by (account, object, seq) for one object's (`Store.events(object_id=)`, migration 0007).
-- usage: one row per (subject, kind, interval); inserted once, never updated.
+- usage: one row per (subject, kind, interval); inserted once, never updated. Indexed by
+  (account, interval start) and by interval start (the fleet's windows, migration 0013).
+- usage_totals (migration 0013): each account's quantity per kind, resource and class, added to
+  in the transaction that inserts the records.
 - metered_through: per (subject, kind), up to when usage is in the table.
 - volumes: per (account, name); earlier sizes (`history`, JSON) and the last checkpoint step
   a workload on it reported (migration 0011).
@@ -150,6 +153,7 @@ usage = sa.Table(
     sa.Column("quantity", sa.BigInteger, nullable=False),
     sa.Column("quantity_s", sa.BigInteger, nullable=False),
     sa.Index("ix_usage_account_interval", "account_id", "interval_start"),
+    sa.Index("ix_usage_interval", "interval_start"),  # the fleet's window (migration 0013)
 )
 
 metered_through = sa.Table(
@@ -204,6 +208,18 @@ ledger = sa.Table(
 )
 
 # The balance of each account that has ledger entries (migration 0006): the exact sum of them.
+# Each account's billed quantity per kind, resource and capacity class ('' for none), added to in
+# the transaction that inserts the usage records (migration 0013): all-time totals in O(lines).
+usage_totals = sa.Table(
+    "usage_totals",
+    metadata,
+    sa.Column("account_id", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, primary_key=True),
+    sa.Column("resource", sa.Text, primary_key=True),
+    sa.Column("capacity_class", sa.Text, primary_key=True),
+    sa.Column("quantity_s", sa.BigInteger, nullable=False),
+)
+
 account_balances = sa.Table(
     "account_balances",
     metadata,

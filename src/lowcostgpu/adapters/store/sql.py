@@ -50,7 +50,7 @@ from lowcostgpu.adapters.store.engine import (
 from lowcostgpu.adapters.store.errors import translated
 from lowcostgpu.adapters.store.locks import AdvisoryLead, FileLead, Lead, advisory_key
 from lowcostgpu.adapters.store.migrate import migrate_or_refuse
-from lowcostgpu.core.metering import MeterKey, UsageRecord
+from lowcostgpu.core.metering import IntervalUsage, MeterKey, UsageRecord, UsageTotal
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound
 from lowcostgpu.domain.status import InstanceStatus
@@ -60,6 +60,7 @@ from lowcostgpu.ports.store import (
     Commit,
     EventRecord,
     LedgerEntry,
+    LedgerKind,
     OutboxEntry,
     OutboxFailure,
     StoredCluster,
@@ -332,9 +333,44 @@ class SqlStore:
         with translated(self.url), self._engine.connect() as conn:
             return event_rows.latest_seq(conn, account_id)
 
-    def usage(self, *, account_id: str | None = None) -> list[UsageRecord]:
+    def usage(
+        self,
+        *,
+        account_id: str | None = None,
+        subject_id: str | None = None,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+        last: int | None = None,
+    ) -> list[UsageRecord]:
         with translated(self.url), self._engine.connect() as conn:
-            return usage_rows.usage(conn, self._text, account_id)
+            return usage_rows.usage(
+                conn,
+                self._text,
+                account_id=account_id,
+                subject_id=subject_id,
+                since=since,
+                until=until,
+                last=last,
+            )
+
+    def usage_totals(
+        self,
+        *,
+        account_id: str | None = None,
+        subject_id: str | None = None,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+    ) -> list[UsageTotal]:
+        with translated(self.url), self._engine.connect() as conn:
+            return usage_rows.usage_totals(
+                conn, account_id=account_id, subject_id=subject_id, since=since, until=until
+            )
+
+    def usage_by_interval(
+        self, *, since: Timestamp | None = None, until: Timestamp | None = None
+    ) -> list[IntervalUsage]:
+        with translated(self.url), self._engine.connect() as conn:
+            return usage_rows.usage_by_interval(conn, since=since, until=until)
 
     def metered_through(
         self, subject_ids: Collection[str] | None = None
@@ -376,12 +412,29 @@ class SqlStore:
         q = q.order_by(t.api_keys.c.created_at, self._text(t.api_keys.c.key_hash))
         return [rows.api_key_record(r) for r in self._rows(q)]
 
-    def ledger(self, account_id: str | None = None) -> list[LedgerEntry]:
+    def ledger(
+        self,
+        account_id: str | None = None,
+        *,
+        kind: LedgerKind | None = None,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+        last: int | None = None,
+    ) -> list[LedgerEntry]:
+        c = t.ledger.c
         q = sa.select(t.ledger)
-        if account_id is not None:
-            q = q.where(t.ledger.c.account_id == account_id)
-        q = q.order_by(t.ledger.c.at, self._text(t.ledger.c.key))
-        return [rows.ledger_entry(r) for r in self._rows(q)]
+        for column, value in ((c.account_id, account_id), (c.kind, kind)):
+            if value is not None:
+                q = q.where(column == value)
+        if since is not None:
+            q = q.where(c.at >= since)
+        if until is not None:
+            q = q.where(c.at < until)
+        order = [c.at, self._text(c.key)]
+        if last is None:
+            return [rows.ledger_entry(r) for r in self._rows(q.order_by(*order))]
+        q = q.order_by(*(o.desc() for o in order)).limit(max(0, last))
+        return [rows.ledger_entry(r) for r in reversed(self._rows(q))]
 
     def balances(self) -> dict[str, Decimal]:
         with translated(self.url), self._engine.connect() as conn:

@@ -14,7 +14,13 @@ import sqlalchemy as sa
 
 from lowcostgpu.adapters.store import rows
 from lowcostgpu.adapters.store import schema as t
-from lowcostgpu.core.metering import MeterKey, UsageRecord
+from lowcostgpu.core.metering import (
+    IntervalUsage,
+    MeterKey,
+    UsageRecord,
+    UsageTotal,
+    interval_usage_order,
+)
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.ports.store import VolumeRecord
 
@@ -33,9 +39,7 @@ def write(
     volumes: Sequence[VolumeRecord],
 ) -> None:
     if usage:
-        keys = ["subject_id", "kind", "interval_start"]
-        stmt = insert(t.usage).on_conflict_do_nothing(index_elements=keys)
-        conn.execute(stmt, [rows.usage_row(u) for u in usage])
+        _insert_usage(conn, insert, usage)
     if through:
         stmt = insert(t.metered_through)
         stmt = stmt.on_conflict_do_update(
@@ -53,12 +57,148 @@ def write(
         conn.execute(stmt, [rows.volume_row(v) for v in last.values()])
 
 
-def usage(conn: sa.Connection, text: Text, account_id: str | None) -> list[UsageRecord]:
-    q = sa.select(t.usage)
+def _insert_usage(conn: sa.Connection, insert: Insert, usage: Sequence[UsageRecord]) -> None:
+    """Insert the records not stored yet, and add exactly those to their account's totals."""
+    c = t.usage.c
+    first: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for u in usage:  # of a key given twice the first is inserted, as the statement would
+        row = rows.usage_row(u)
+        first.setdefault((row["subject_id"], row["kind"], row["interval_start"]), row)
+    stmt = insert(t.usage).on_conflict_do_nothing(index_elements=list(_KEY))
+    inserted = stmt.returning(c.subject_id, c.kind, c.interval_start)
+    added: dict[tuple[str, str, str, str], int] = {}
+    for subject_id, kind, interval_start in conn.execute(inserted, list(first.values())):
+        row = first[(subject_id, kind, interval_start)]
+        line = (row["account_id"], row["kind"], row["resource"], row["capacity_class"] or "")
+        added[line] = added.get(line, 0) + row["quantity_s"]
+    if added:
+        totals = t.usage_totals
+        upsert = insert(totals)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=list(_LINE),
+            set_={"quantity_s": totals.c.quantity_s + upsert.excluded.quantity_s},
+        )
+        conn.execute(
+            upsert.returning(totals.c.account_id),  # one multi-row statement, as the ledger's
+            [dict(zip(_LINE, line, strict=True), quantity_s=q) for line, q in added.items()],
+        )
+
+
+_KEY = ("subject_id", "kind", "interval_start")
+_LINE = ("account_id", "kind", "resource", "capacity_class")
+
+
+def usage(
+    conn: sa.Connection,
+    text: Text,
+    *,
+    account_id: str | None,
+    subject_id: str | None,
+    since: Timestamp | None,
+    until: Timestamp | None,
+    last: int | None,
+) -> list[UsageRecord]:
+    """`Store.usage`: the newest `last` are read newest first with a LIMIT, then reversed. A
+    subject's records are read by its key alone (its account is checked on the few found), so
+    that the planner never walks the account's index instead."""
+    c = t.usage.c
+    q = _within(sa.select(t.usage), None if subject_id else account_id, subject_id, since, until)
+    order = [c.interval_start, text(c.subject_id), text(c.kind)]
+    if last is None:
+        found = list(conn.execute(q.order_by(*order)).mappings())
+    else:
+        q = q.order_by(*(o.desc() for o in order)).limit(max(0, last))
+        found = list(reversed(conn.execute(q).mappings().all()))
+    return [rows.usage_record(r) for r in found if account_id in (None, r["account_id"])]
+
+
+def usage_totals(
+    conn: sa.Connection,
+    *,
+    account_id: str | None,
+    subject_id: str | None,
+    since: Timestamp | None,
+    until: Timestamp | None,
+) -> list[UsageTotal]:
+    """`Store.usage_totals`: the kept totals for all time (O(lines)); a window's or a subject's
+    with one GROUP BY over its rows (a subject's by its key alone, as in `usage`, its account
+    checked on the totals)."""
+    if subject_id is None and not since and until is None:
+        return _kept_totals(conn, account_id)
+    c = t.usage.c
+    groups = (c.account_id, c.kind, c.resource, c.capacity_class)
+    by = None if subject_id else account_id
+    q = _within(sa.select(*groups, sa.func.sum(c.quantity_s)), by, subject_id, since, until)
+    found = [
+        UsageTotal(
+            account_id=a,
+            kind=rows.usage_kind(k),
+            resource=res,
+            capacity_class=rows.capacity_class(cc),
+            quantity_s=int(q_s),
+        )
+        for a, k, res, cc, q_s in conn.execute(q.group_by(*groups))
+        if account_id in (None, a)
+    ]
+    return sorted(found, key=lambda u: (u.account_id, u.kind, u.resource, str(u.capacity_class)))
+
+
+def _kept_totals(conn: sa.Connection, account_id: str | None) -> list[UsageTotal]:
+    c = t.usage_totals.c
+    q = sa.select(t.usage_totals)
     if account_id is not None:
-        q = q.where(t.usage.c.account_id == account_id)
-    q = q.order_by(t.usage.c.interval_start, text(t.usage.c.subject_id), text(t.usage.c.kind))
-    return [rows.usage_record(r) for r in conn.execute(q).mappings()]
+        q = q.where(c.account_id == account_id)
+    found = [
+        UsageTotal(
+            account_id=r["account_id"],
+            kind=rows.usage_kind(r["kind"]),
+            resource=r["resource"],
+            capacity_class=rows.capacity_class(r["capacity_class"] or None),
+            quantity_s=int(r["quantity_s"]),
+        )
+        for r in conn.execute(q).mappings()
+    ]
+    return sorted(found, key=lambda u: (u.account_id, u.kind, u.resource, str(u.capacity_class)))
+
+
+def usage_by_interval(
+    conn: sa.Connection, *, since: Timestamp | None, until: Timestamp | None
+) -> list[IntervalUsage]:
+    """`Store.usage_by_interval`: one GROUP BY over the window's rows."""
+    c = t.usage.c
+    groups = (c.interval_start, c.interval_end, c.kind, c.resource, c.capacity_class)
+    q = _within(sa.select(*groups, sa.func.sum(c.quantity_s)), None, None, since, until)
+    found = [
+        IntervalUsage(
+            kind=rows.usage_kind(k),
+            resource=res,
+            capacity_class=rows.capacity_class(cc),
+            interval_start=a,
+            interval_end=b,
+            quantity_s=int(q_s),
+        )
+        for a, b, k, res, cc, q_s in conn.execute(q.group_by(*groups))
+    ]
+    return sorted(found, key=interval_usage_order)
+
+
+def _within(
+    q: sa.Select[Any],
+    account_id: str | None,
+    subject_id: str | None,
+    since: Timestamp | None,
+    until: Timestamp | None,
+) -> sa.Select[Any]:
+    c = t.usage.c
+    if account_id is not None:
+        q = q.where(c.account_id == account_id)
+    if subject_id is not None:
+        q = q.where(c.subject_id == subject_id)
+    if since is not None:
+        q = q.where(c.interval_start >= since)
+    if until is not None:
+        q = q.where(c.interval_start < until)
+    return q
 
 
 IN_CHUNK = 500  # subject ids per `IN (...)`: well under SQLite's and PostgreSQL's limits
