@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from lowcostgpu.adapters.store import rows, statements
 from lowcostgpu.adapters.store import schema as t
+from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.ports.store import LedgerEntry
 
 Insert = Callable[[sa.Table], Any]  # an INSERT that knows ON CONFLICT, for the dialect
@@ -80,6 +81,33 @@ def balances(conn: sa.Connection, text: Text) -> dict[str, Decimal]:
     bal = t.account_balances
     query = sa.select(bal.c.account_id, bal.c.balance).order_by(text(bal.c.account_id))
     return {account: rows.ledger_amount(b) for account, b in conn.execute(query)}
+
+
+def ledger(
+    conn: sa.Connection,
+    text: Text,
+    account_id: str | None,
+    *,
+    kind: str | None,
+    since: Timestamp | None,
+    until: Timestamp | None,
+    last: int | None,
+) -> list[LedgerEntry]:
+    """`Store.ledger`: the newest `last` are read newest first with a LIMIT, then reversed."""
+    c = t.ledger.c
+    q = sa.select(t.ledger)
+    for column, value in ((c.account_id, account_id), (c.kind, kind)):
+        if value is not None:
+            q = q.where(column == value)
+    if since is not None:
+        q = q.where(c.at >= since)
+    if until is not None:
+        q = q.where(c.at < until)
+    order = [c.at, text(c.key)]
+    if last is None:
+        return [rows.ledger_entry(r) for r in conn.execute(q.order_by(*order)).mappings()]
+    q = q.order_by(*(o.desc() for o in order)).limit(max(0, last))
+    return [rows.ledger_entry(r) for r in reversed(conn.execute(q).mappings().all())]
 
 
 def balances_of(conn: sa.Connection, account_ids: Collection[str]) -> dict[str, Decimal]:

@@ -421,20 +421,10 @@ class SqlStore:
         until: Timestamp | None = None,
         last: int | None = None,
     ) -> list[LedgerEntry]:
-        c = t.ledger.c
-        q = sa.select(t.ledger)
-        for column, value in ((c.account_id, account_id), (c.kind, kind)):
-            if value is not None:
-                q = q.where(column == value)
-        if since is not None:
-            q = q.where(c.at >= since)
-        if until is not None:
-            q = q.where(c.at < until)
-        order = [c.at, self._text(c.key)]
-        if last is None:
-            return [rows.ledger_entry(r) for r in self._rows(q.order_by(*order))]
-        q = q.order_by(*(o.desc() for o in order)).limit(max(0, last))
-        return [rows.ledger_entry(r) for r in reversed(self._rows(q))]
+        with translated(self.url), self._engine.connect() as conn:
+            return ledger_rows.ledger(
+                conn, self._text, account_id, kind=kind, since=since, until=until, last=last
+            )
 
     def balances(self) -> dict[str, Decimal]:
         with translated(self.url), self._engine.connect() as conn:
