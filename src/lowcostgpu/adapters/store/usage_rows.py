@@ -59,11 +59,15 @@ def write(
 
 def _insert_usage(conn: sa.Connection, insert: Insert, usage: Sequence[UsageRecord]) -> None:
     """Insert the records not stored yet, and add exactly those to their account's totals."""
-    c = t.usage.c
     first: dict[tuple[str, str, int], dict[str, Any]] = {}
     for u in usage:  # of a key given twice the first is inserted, as the statement would
         row = rows.usage_row(u)
         first.setdefault((row["subject_id"], row["kind"], row["interval_start"]), row)
+    if conn.dialect.name == "postgresql":
+        columns = [c.name for c in t.usage.columns]
+        conn.execute(_PG_INSERT_AND_ADD, {c: [r[c] for r in first.values()] for c in columns})
+        return
+    c = t.usage.c
     stmt = insert(t.usage).on_conflict_do_nothing(index_elements=list(_KEY))
     inserted = stmt.returning(c.subject_id, c.kind, c.interval_start)
     added: dict[tuple[str, str, str, str], int] = {}
@@ -86,6 +90,24 @@ def _insert_usage(conn: sa.Connection, insert: Insert, usage: Sequence[UsageReco
 
 _KEY = ("subject_id", "kind", "interval_start")
 _LINE = ("account_id", "kind", "resource", "capacity_class")
+_PG_ARRAYS = ", ".join(
+    f"CAST(:{c.name} AS {'bigint' if isinstance(c.type, sa.BigInteger) else 'text'}[])"
+    for c in t.usage.columns
+)
+_PG_INSERT_AND_ADD = sa.text(
+    # One statement of constant text, the records as one array per column: with a multi-row
+    # VALUES and RETURNING instead, psycopg parsed each commit's long statement anew (2.7 s of
+    # Python for 50,000 records, against every request's interpreter lock).
+    f"WITH new AS (INSERT INTO usage ({', '.join(c.name for c in t.usage.columns)})"
+    f" SELECT * FROM unnest({_PG_ARRAYS})"
+    " ON CONFLICT (subject_id, kind, interval_start) DO NOTHING"
+    " RETURNING account_id, kind, resource, capacity_class, quantity_s)"
+    " INSERT INTO usage_totals (account_id, kind, resource, capacity_class, quantity_s)"
+    " SELECT account_id, kind, resource, COALESCE(capacity_class, ''), SUM(quantity_s) FROM new"
+    " GROUP BY account_id, kind, resource, COALESCE(capacity_class, '')"
+    " ON CONFLICT (account_id, kind, resource, capacity_class)"
+    " DO UPDATE SET quantity_s = usage_totals.quantity_s + EXCLUDED.quantity_s"
+)
 
 
 def usage(
