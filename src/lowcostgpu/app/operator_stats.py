@@ -10,9 +10,8 @@ What it costs: the nodes and instance counts read the engine state of the last d
 (`ControlPlane.snapshot()`, live objects only, no store read); reclaims read the window's events
 (`fleet_history.window_events`); the usage series reads the window's usage summed per interval
 by the store, through its index on the interval start (O(intervals in the window) here, the
-window's records inside the database); the all-time revenue is the
-store's per-account totals (`Store.usage_totals`): summed inside the database, O(usage history)
-there, but no record is read into Python.
+window's records inside the database); the all-time revenue is the totals the store keeps per
+account, kind, resource and class (`Store.usage_totals`): O(those lines), whatever the history.
 """
 
 from __future__ import annotations

@@ -107,7 +107,12 @@ def usage_totals(records: Iterable[UsageRecord]) -> list[UsageTotal]:
     for r in records:
         sums[(r.account_id, r.kind, r.resource, r.capacity_class)] += r.quantity_s
     totals = [UsageTotal(a, k, res, c, q) for (a, k, res, c), q in sums.items()]
-    return sorted(totals, key=lambda t: (t.account_id, t.kind, t.resource, str(t.capacity_class)))
+    return sorted(totals, key=usage_total_order)
+
+
+def usage_total_order(t: UsageTotal) -> tuple[str, str, str, str]:
+    """An invoice's line order: by account, kind, resource, then class (none as "None")."""
+    return (t.account_id, t.kind, t.resource, str(t.capacity_class))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from lowcostgpu.core.metering import (
     UsageKind,
     UsageRecord,
     UsageTotal,
+    usage_total_order,
     usage_totals,
 )
 from lowcostgpu.domain.capacity import CapacityClass, Timestamp
@@ -181,10 +182,7 @@ def invoice_of(
 ) -> Invoice:
     """The invoice from the period's totals (`Store.usage_totals`): equal to `build_invoice` of
     the records they sum, line for line, without reading the records."""
-    mine = sorted(
-        (t for t in totals if t.account_id == account_id),
-        key=lambda t: (t.kind, t.resource, str(t.capacity_class)),
-    )
+    mine = sorted((t for t in totals if t.account_id == account_id), key=usage_total_order)
     return Invoice(
         account_id,
         period_start,

@@ -20,6 +20,7 @@ from lowcostgpu.core.metering import (
     UsageRecord,
     UsageTotal,
     interval_usage_order,
+    usage_total_order,
 )
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.ports.store import VolumeRecord
@@ -162,7 +163,7 @@ def usage_totals(
         for a, k, res, cc, q_s in conn.execute(q.group_by(*groups))
         if account_id in (None, a)
     ]
-    return sorted(found, key=lambda u: (u.account_id, u.kind, u.resource, str(u.capacity_class)))
+    return sorted(found, key=usage_total_order)
 
 
 def _kept_totals(conn: sa.Connection, account_id: str | None) -> list[UsageTotal]:
@@ -180,7 +181,7 @@ def _kept_totals(conn: sa.Connection, account_id: str | None) -> list[UsageTotal
         )
         for r in conn.execute(q).mappings()
     ]
-    return sorted(found, key=lambda u: (u.account_id, u.kind, u.resource, str(u.capacity_class)))
+    return sorted(found, key=usage_total_order)
 
 
 def usage_by_interval(
