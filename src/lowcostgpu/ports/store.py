@@ -335,8 +335,10 @@ class Store(Protocol):
         until: Timestamp | None = None,
     ) -> list[UsageTotal]:
         """`core.metering.usage_totals` of what `usage` returns for the same filters, summed by
-        the store: the rows of the window are scanned where they are, and only the totals (a few
-        per account) come back. An invoice is made from them (`core.rating.invoice_of`)."""
+        the store: a window's or a subject's rows are summed where they are, and only the totals
+        (a few per account) come back; for all time (no subject, no window, or since 0) they are
+        the totals the store keeps as it inserts records, O(lines). An invoice is made from them
+        (`core.rating.invoice_of`)."""
         ...
 
     def usage_by_interval(
