@@ -21,7 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lowcostgpu.adapters.store import rows, statements
+from lowcostgpu.adapters.store import pg_arrays, rows, statements
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.ports.store import LedgerEntry
@@ -30,6 +30,9 @@ Insert = Callable[[sa.Table], Any]  # an INSERT that knows ON CONFLICT, for the 
 Text = Callable[[sa.Column[Any]], sa.ColumnElement[Any]]  # text ordered by code point
 
 _CHUNK = 500  # accounts per IN (...) list
+_PG_INSERT = sa.text(  # one statement of constant text (`pg_arrays`)
+    f"{pg_arrays.insert_rows(t.ledger)} ON CONFLICT (key) DO NOTHING RETURNING key"
+)
 
 
 def write(conn: sa.Connection, insert: Insert, text: Text, entries: Sequence[LedgerEntry]) -> None:
@@ -37,8 +40,11 @@ def write(conn: sa.Connection, insert: Insert, text: Text, entries: Sequence[Led
     values = rows.first_per_key(entries)
     if not values:
         return
-    stmt = insert(t.ledger).on_conflict_do_nothing(index_elements=["key"])
-    inserted = set(conn.scalars(stmt.returning(t.ledger.c.key), values))
+    if conn.dialect.name == "postgresql":
+        inserted = set(conn.scalars(_PG_INSERT, pg_arrays.arrays(t.ledger, values)))
+    else:
+        stmt = insert(t.ledger).on_conflict_do_nothing(index_elements=["key"])
+        inserted = set(conn.scalars(stmt.returning(t.ledger.c.key), values))
     new = [v for v in values if v["key"] in inserted]
     if not new:
         return

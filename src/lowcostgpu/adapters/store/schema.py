@@ -207,7 +207,6 @@ ledger = sa.Table(
     sa.Index("ix_ledger_account_at", "account_id", "at"),
 )
 
-# The balance of each account that has ledger entries (migration 0006): the exact sum of them.
 # Each account's billed quantity per kind, resource and capacity class ('' for none), added to in
 # the transaction that inserts the usage records (migration 0013): all-time totals in O(lines).
 usage_totals = sa.Table(
@@ -220,6 +219,7 @@ usage_totals = sa.Table(
     sa.Column("quantity_s", sa.BigInteger, nullable=False),
 )
 
+# The balance of each account that has ledger entries (migration 0006): the exact sum of them.
 account_balances = sa.Table(
     "account_balances",
     metadata,

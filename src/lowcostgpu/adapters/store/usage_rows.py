@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lowcostgpu.adapters.store import rows
+from lowcostgpu.adapters.store import pg_arrays, rows
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.core.metering import (
     IntervalUsage,
@@ -41,7 +41,10 @@ def write(
 ) -> None:
     if usage:
         _insert_usage(conn, insert, usage)
-    if through:
+    if through and conn.dialect.name == "postgresql":
+        values = [{"subject_id": s, "kind": k, "through": at} for (s, k), at in through.items()]
+        conn.execute(_PG_WATERMARKS, pg_arrays.arrays(t.metered_through, values))
+    elif through:
         stmt = insert(t.metered_through)
         stmt = stmt.on_conflict_do_update(
             index_elements=["subject_id", "kind"], set_={"through": stmt.excluded.through}
@@ -65,8 +68,7 @@ def _insert_usage(conn: sa.Connection, insert: Insert, usage: Sequence[UsageReco
         row = rows.usage_row(u)
         first.setdefault((row["subject_id"], row["kind"], row["interval_start"]), row)
     if conn.dialect.name == "postgresql":
-        columns = [c.name for c in t.usage.columns]
-        conn.execute(_PG_INSERT_AND_ADD, {c: [r[c] for r in first.values()] for c in columns})
+        conn.execute(_PG_INSERT_AND_ADD, pg_arrays.arrays(t.usage, first.values()))
         return
     c = t.usage.c
     stmt = insert(t.usage).on_conflict_do_nothing(index_elements=list(_KEY))
@@ -91,16 +93,14 @@ def _insert_usage(conn: sa.Connection, insert: Insert, usage: Sequence[UsageReco
 
 _KEY = ("subject_id", "kind", "interval_start")
 _LINE = ("account_id", "kind", "resource", "capacity_class")
-_PG_ARRAYS = ", ".join(
-    f"CAST(:{c.name} AS {'bigint' if isinstance(c.type, sa.BigInteger) else 'text'}[])"
-    for c in t.usage.columns
+_PG_WATERMARKS = sa.text(
+    f"{pg_arrays.insert_rows(t.metered_through)}"
+    " ON CONFLICT (subject_id, kind) DO UPDATE SET through = EXCLUDED.through"
 )
 _PG_INSERT_AND_ADD = sa.text(
-    # One statement of constant text, the records as one array per column: with a multi-row
-    # VALUES and RETURNING instead, psycopg parsed each commit's long statement anew (2.7 s of
-    # Python for 50,000 records, against every request's interpreter lock).
-    f"WITH new AS (INSERT INTO usage ({', '.join(c.name for c in t.usage.columns)})"
-    f" SELECT * FROM unnest({_PG_ARRAYS})"
+    # The records inserted, and what was inserted added to the totals, in one statement of
+    # constant text (`pg_arrays`), nothing sent back.
+    f"WITH new AS ({pg_arrays.insert_rows(t.usage)}"
     " ON CONFLICT (subject_id, kind, interval_start) DO NOTHING"
     " RETURNING account_id, kind, resource, capacity_class, quantity_s)"
     " INSERT INTO usage_totals (account_id, kind, resource, capacity_class, quantity_s)"
