@@ -21,7 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lowcostgpu.adapters.store import pg_arrays, rows, statements
+from lowcostgpu.adapters.store import pg_arrays, rows, statements, windows
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.ports.store import LedgerEntry
@@ -99,21 +99,14 @@ def ledger(
     until: Timestamp | None,
     last: int | None,
 ) -> list[LedgerEntry]:
-    """`Store.ledger`: the newest `last` are read newest first with a LIMIT, then reversed."""
+    """`Store.ledger`, through the (account, at) index for one account."""
     c = t.ledger.c
-    q = sa.select(t.ledger)
+    q = windows.within(sa.select(t.ledger), c.at, since, until)
     for column, value in ((c.account_id, account_id), (c.kind, kind)):
         if value is not None:
             q = q.where(column == value)
-    if since is not None:
-        q = q.where(c.at >= since)
-    if until is not None:
-        q = q.where(c.at < until)
-    order = [c.at, text(c.key)]
-    if last is None:
-        return [rows.ledger_entry(r) for r in conn.execute(q.order_by(*order)).mappings()]
-    q = q.order_by(*(o.desc() for o in order)).limit(max(0, last))
-    return [rows.ledger_entry(r) for r in reversed(conn.execute(q).mappings().all())]
+    found = windows.oldest_first(conn, q, [c.at, text(c.key)], last)
+    return [rows.ledger_entry(r) for r in found]
 
 
 def balances_of(conn: sa.Connection, account_ids: Collection[str]) -> dict[str, Decimal]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lowcostgpu.adapters.store import pg_arrays, rows
+from lowcostgpu.adapters.store import pg_arrays, rows, windows
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.core.metering import (
     IntervalUsage,
@@ -121,17 +121,13 @@ def usage(
     until: Timestamp | None,
     last: int | None,
 ) -> list[UsageRecord]:
-    """`Store.usage`: the newest `last` are read newest first with a LIMIT, then reversed. A
-    subject's records are read by its key alone (its account is checked on the few found), so
-    that the planner never walks the account's index instead."""
+    """`Store.usage`. A subject's records are read by its key alone (its account is checked
+    on the few found), so that the planner never walks the account's index instead."""
     c = t.usage.c
     q = _within(sa.select(t.usage), None if subject_id else account_id, subject_id, since, until)
-    order = [c.interval_start, text(c.subject_id), text(c.kind)]
-    if last is None:
-        found = list(conn.execute(q.order_by(*order)).mappings())
-    else:
-        q = q.order_by(*(o.desc() for o in order)).limit(max(0, last))
-        found = list(reversed(conn.execute(q).mappings().all()))
+    found = windows.oldest_first(
+        conn, q, [c.interval_start, text(c.subject_id), text(c.kind)], last
+    )
     return [rows.usage_record(r) for r in found if account_id in (None, r["account_id"])]
 
 
@@ -152,36 +148,26 @@ def usage_totals(
     groups = (c.account_id, c.kind, c.resource, c.capacity_class)
     by = None if subject_id else account_id
     q = _within(sa.select(*groups, sa.func.sum(c.quantity_s)), by, subject_id, since, until)
-    found = [
-        UsageTotal(
-            account_id=a,
-            kind=rows.usage_kind(k),
-            resource=res,
-            capacity_class=rows.capacity_class(cc),
-            quantity_s=int(q_s),
-        )
-        for a, k, res, cc, q_s in conn.execute(q.group_by(*groups))
-        if account_id in (None, a)
-    ]
-    return sorted(found, key=usage_total_order)
+    return _totals(conn.execute(q.group_by(*groups)), account_id)
 
 
 def _kept_totals(conn: sa.Connection, account_id: str | None) -> list[UsageTotal]:
     c = t.usage_totals.c
-    q = sa.select(t.usage_totals)
+    q = sa.select(c.account_id, c.kind, c.resource, c.capacity_class, c.quantity_s)
     if account_id is not None:
         q = q.where(c.account_id == account_id)
-    found = [
-        UsageTotal(
-            account_id=r["account_id"],
-            kind=rows.usage_kind(r["kind"]),
-            resource=r["resource"],
-            capacity_class=rows.capacity_class(r["capacity_class"] or None),
-            quantity_s=int(r["quantity_s"]),
-        )
-        for r in conn.execute(q).mappings()
+    return _totals(conn.execute(q), account_id)
+
+
+def _totals(found: Iterable[Any], account_id: str | None) -> list[UsageTotal]:
+    """(account, kind, resource, class, quantity) rows as totals of `account_id` (any, for
+    None), in order; a class stored as NULL (usage) or '' (the kept totals) is none."""
+    totals = [
+        UsageTotal(a, rows.usage_kind(k), res, rows.capacity_class(cc or None), int(q_s))
+        for a, k, res, cc, q_s in found
+        if account_id in (None, a)
     ]
-    return sorted(found, key=usage_total_order)
+    return sorted(totals, key=usage_total_order)
 
 
 def usage_by_interval(
@@ -217,11 +203,7 @@ def _within(
         q = q.where(c.account_id == account_id)
     if subject_id is not None:
         q = q.where(c.subject_id == subject_id)
-    if since is not None:
-        q = q.where(c.interval_start >= since)
-    if until is not None:
-        q = q.where(c.interval_start < until)
-    return q
+    return windows.within(q, c.interval_start, since, until)
 
 
 IN_CHUNK = 500  # subject ids per `IN (...)`: well under SQLite's and PostgreSQL's limits
