@@ -11,7 +11,8 @@ from lowcostgpu.domain.capacity import Allocation, CapacityClass, Host, PoolKey
 
 if TYPE_CHECKING:
     from lowcostgpu.core.engine_state import EngineState
-    from lowcostgpu.core.snapshot import FleetSnapshot, HostState
+    from lowcostgpu.core.host_state import HostState
+    from lowcostgpu.core.snapshot import FleetSnapshot
 
 POOL = PoolKey("eu", "a100-sxm4")
 

@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
+from lowcostgpu.core.host_state import HostState
 from lowcostgpu.core.policies import LowestPriority, SeededRandom, YoungestFirst
-from lowcostgpu.core.snapshot import FleetSnapshot, HostState
+from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.core.victims import (
     LEAST_WORK_LOST,
     NEVER,

@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final
 
-from lowcostgpu.core.snapshot import SAVER_MARK, SAVER_SPAN, HostState, saver_save_s
+from lowcostgpu.core.host_state import SAVER_MARK, SAVER_SPAN, HostState, saver_save_s
 from lowcostgpu.core.victims import NO_UNPROTECTED_SET
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest

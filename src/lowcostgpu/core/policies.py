@@ -25,7 +25,7 @@ from hashlib import blake2b
 from typing import ClassVar, Final
 
 from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
-from lowcostgpu.core.snapshot import HostState
+from lowcostgpu.core.host_state import HostState
 from lowcostgpu.core.victims import LEAST_WORK_LOST, NO_UNPROTECTED_SET, VictimPolicy
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest

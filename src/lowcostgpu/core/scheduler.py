@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
-from lowcostgpu.core.snapshot import FleetSnapshot, HostState
+from lowcostgpu.core.host_state import HostState
+from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.core.state import Placement, Plan, Preemption, Request
 from lowcostgpu.core.victims import (
     VictimPolicy,

@@ -23,7 +23,7 @@ from itertools import accumulate
 from operator import itemgetter
 from typing import ClassVar, Protocol, cast
 
-from lowcostgpu.core.snapshot import SAVER_MARK, SAVER_SPAN, HostState
+from lowcostgpu.core.host_state import SAVER_MARK, SAVER_SPAN, HostState
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 
 NEVER = -1  # the "last interrupted at" of an allocation never interrupted: older than any time
@@ -128,7 +128,7 @@ class LeastWorkLost:
         self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
     ) -> int:
         """Each freed GPU loses at least `now − mark` of the latest marks on the host (a
-        believed saver's mark holds its save time: exactly that, `core.snapshot.saver_mark`)."""
+        believed saver's mark holds its save time: exactly that, `core.host_state.saver_mark`)."""
         if host.reclaimable_gpus and host.mark_prefix[1] >= SAVER_MARK:  # savers here
             floors = [
                 self.gpu_floor_s(mark, started_at, now)
