@@ -39,11 +39,9 @@ def write(conn: sa.Connection, insert: Insert, w: InstanceWrite) -> None:
                 hint="someone created it first; re-read it and decide again",
             )
         return
-    result = conn.execute(
-        sa.update(t.instances)
-        .where(t.instances.c.id == w.state.id, t.instances.c.version == w.expected_version)
-        .values(**rows.instance_row(w.state), version=w.expected_version + 1)
-    )
+    row = rows.instance_row(w.state)
+    stmt = statements.versioned_update(t.instances, tuple(row))
+    result = conn.execute(stmt, statements.versioned_params(row, w.expected_version))
     if result.rowcount != 1:
         raise StaleWrite(
             f"instance {w.state.id} is no longer at version {w.expected_version}",

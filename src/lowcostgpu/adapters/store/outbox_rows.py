@@ -33,11 +33,7 @@ def mark_done(conn: sa.Connection, keys: Sequence[str], at: Timestamp) -> None:
     """Mark the pending entries of `keys` done at `at` (those already done keep their time)."""
     unique = list(dict.fromkeys(keys))
     for i in range(0, len(unique), _CHUNK):
-        conn.execute(
-            sa.update(t.outbox)
-            .where(t.outbox.c.key.in_(unique[i : i + _CHUNK]), t.outbox.c.done_at.is_(None))
-            .values(done_at=at)
-        )
+        conn.execute(statements.OUTBOX_DONE, {"keys": unique[i : i + _CHUNK], "at": at})
 
 
 def record_failures(conn: sa.Connection, failures: Sequence[OutboxFailure]) -> None:

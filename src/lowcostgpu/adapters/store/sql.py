@@ -152,11 +152,8 @@ class SqlStore:
             opts = {"preserve_rowcount": True}
             result = conn.execute(stmt, {**row, "version": 1}, execution_options=opts)
         else:
-            result = conn.execute(
-                sa.update(table)
-                .where(table.c.id == row["id"], table.c.version == expected)
-                .values(**row, version=expected + 1)
-            )
+            stmt = statements.versioned_update(table, tuple(row))
+            result = conn.execute(stmt, statements.versioned_params(row, expected))
         if result.rowcount != 1:
             raise cluster_rows.stale(kind, row["id"], expected)
 

@@ -27,6 +27,26 @@ def ignoring(insert: Insert, table: sa.Table, keys: tuple[str, ...]) -> Any:
     return insert(table).on_conflict_do_nothing(index_elements=list(keys))
 
 
+@lru_cache(maxsize=16)
+def versioned_update(table: sa.Table, columns: tuple[str, ...]) -> Any:
+    """`UPDATE table SET columns…, version = :b_version WHERE id = :b_id AND version =
+    :b_expected`, built once per table and set of columns: the versioned write of every changed
+    instance, cluster and node. Built per call it cost 128 µs against 25 µs on SQLite (measured
+    here, 3,000 updates in one transaction): more than the update itself. The parameters are
+    the row's columns plus `b_id`, `b_expected` and `b_version` (prefixed: a bound parameter
+    may not take the name of a column the statement sets)."""
+    return (
+        sa.update(table)
+        .where(table.c.id == sa.bindparam("b_id"), table.c.version == sa.bindparam("b_expected"))
+        .values({c: sa.bindparam(c) for c in columns} | {"version": sa.bindparam("b_version")})
+    )
+
+
+def versioned_params(row: dict[str, Any], expected: int) -> dict[str, Any]:
+    """The parameters of `versioned_update` for `row` (its id included) at version `expected`."""
+    return {**row, "b_id": row["id"], "b_expected": expected, "b_version": expected + 1}
+
+
 ENDPOINTS_OF_ACCOUNTS = sa.select(t.webhook_endpoints.c.state).where(
     t.webhook_endpoints.c.status != "deleted",
     t.webhook_endpoints.c.account_id.in_(sa.bindparam("accounts", expanding=True)),
@@ -53,6 +73,12 @@ DUE_OUTBOX = (
     .where(t.outbox.c.done_at.is_(None), t.outbox.c.next_attempt_at <= sa.bindparam("due_at"))
     .order_by(t.outbox.c.position)
     .limit(sa.bindparam("limit"))
+)
+# The pending entries of a list of keys marked done (those already done keep their time).
+OUTBOX_DONE = (
+    sa.update(t.outbox)
+    .where(t.outbox.c.key.in_(sa.bindparam("keys", expanding=True)), t.outbox.c.done_at.is_(None))
+    .values(done_at=sa.bindparam("at"))
 )
 OUTBOX_FAILED = (
     sa.update(t.outbox)
