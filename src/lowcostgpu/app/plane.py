@@ -16,8 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from decimal import Decimal
+from dataclasses import replace
 from functools import partial
 from types import MappingProxyType
 from typing import Any
@@ -25,6 +24,8 @@ from typing import Any
 from lowcostgpu.app import billing
 from lowcostgpu.app.clusters import ClusterService
 from lowcostgpu.app.commit_batcher import Applied, CommitBatcher
+from lowcostgpu.app.context import PlaneConfig as PlaneConfig  # the wiring imports it from here
+from lowcostgpu.app.context import PlaneContext
 from lowcostgpu.app.decisions import (
     Decision,
     is_empty,
@@ -60,8 +61,6 @@ from lowcostgpu.core.lifecycle import (
     StopRequested,
 )
 from lowcostgpu.core.metering import MeterKey, UsageRecord
-from lowcostgpu.core.nodes import DEFAULT_NAMING, NodeNaming
-from lowcostgpu.core.retries import RetryPolicy
 from lowcostgpu.core.risk import NO_RISK
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Host, PoolKey, Timestamp
@@ -86,29 +85,16 @@ STANDBY_VIEW_S = 2  # how long a standby's reads share one load of the live rows
 Decided = tuple[Decision, Commit]  # a decision and the commit it was written as
 
 
-@dataclass(frozen=True, slots=True)
-class PlaneConfig:
-    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    metering_interval_s: int = 60
-    poll_interval_s: float = 1.0  # how often the loop looks at the runtime at the latest
-    low_balance_usd: Decimal = billing.DEFAULT_LOW_BALANCE_USD  # `BalanceLow` below this
-    effect_retry: RetryPolicy = field(default_factory=RetryPolicy)  # failed effects' backoff
-    # Cluster nodes must be whole hosts (Slurm: a partition holds whole nodes); a cluster whose
-    # gpus_per_node is no host size of its pool is refused at creation.
-    whole_host_nodes: bool = False
-    # The operator's option: a reclaim credits the work it destroyed since the instance's last
-    # reported checkpoint (`core.credits`, written when the drained run ends: `app.billing`).
-    credit_lost_work: bool = False
-    # The label keys and taint the API shows on cluster nodes (Kubernetes: the operator's).
-    node_naming: NodeNaming = DEFAULT_NAMING
-
-
 class ControlPlane:
     """Decisions on the live state; effects are carried out right after each commit.
 
     Cluster requests (`create_cluster`, `update_cluster_target`, `get_cluster`, `list_clusters`,
     `delete_cluster`) are `self.clusters`, an `app.clusters.ClusterService` deciding through
-    `_decide`."""
+    `_decide`.
+
+    `store`, `runtime`, `clock`, `hosts`, `catalog`, `config` and `standby` are kept in
+    `self.context`, which every part reads at each use: what is set here (the loop sets
+    `standby`, a checkpoint report `config`, a test its own store) is what they all see next."""
 
     def __init__(
         self,
@@ -122,24 +108,15 @@ class ControlPlane:
         config: PlaneConfig,
         carry_out: Callable[[Sequence[OutboxEntry]], Outcome],
     ) -> None:
-        self.store = store
-        self.runtime = runtime
-        self.clock = clock
+        self.context = PlaneContext(store, runtime, clock, list(hosts), catalog, config)
         self.ids = ids
-        self.hosts = list(hosts)
         self.pools = FleetPools(self.hosts)
-        self.catalog = catalog
-        self.config = config
         self._carry_out = carry_out
         self.volumes: Volumes | None = None  # set by the wiring: where a launch's volume must fit
         self._lock = threading.RLock()  # one decision at a time, on one live state
         self._outbox_lock = threading.Lock()  # one carrier of effects at a time
         self._batcher = CommitBatcher[Decided](self._lock, self._write, self._decided_alone)
         self.wake = threading.Event()  # set when a request may have changed the next wake-up
-        # A standby server (another holds the store's lead) decides nothing: two deciders on one
-        # store could both place work on the same free GPUs, since versions guard instances,
-        # not the fleet. The loop clears this once it holds the lead.
-        self.standby = False
         self._live: LiveState | None = None  # loaded at the first decision after taking the lead
         # What readers see: the live state as of the last decision *written*. A batch's decisions
         # are kept in the live state before their joint write (`app.commit_batcher`), and a
@@ -167,6 +144,65 @@ class ControlPlane:
         self.volume_service = VolumeService(
             store=store, decide=self._decide_and_write, known=self._known_volumes
         )
+
+    # What the parts share (`self.context`) ------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        return self.context.store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self.context.store = store
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.context.runtime
+
+    @runtime.setter
+    def runtime(self, runtime: Runtime) -> None:
+        self.context.runtime = runtime
+
+    @property
+    def clock(self) -> Clock:
+        return self.context.clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        self.context.clock = clock
+
+    @property
+    def hosts(self) -> list[Host]:
+        return self.context.hosts
+
+    @hosts.setter
+    def hosts(self, hosts: list[Host]) -> None:
+        self.context.hosts = hosts
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.context.catalog
+
+    @catalog.setter
+    def catalog(self, catalog: Catalog) -> None:
+        self.context.catalog = catalog
+
+    @property
+    def config(self) -> PlaneConfig:
+        return self.context.config
+
+    @config.setter
+    def config(self, config: PlaneConfig) -> None:
+        self.context.config = config
+
+    @property
+    def standby(self) -> bool:
+        """A standby server (another holds the store's lead) decides nothing (`PlaneContext`)."""
+        return self.context.standby
+
+    @standby.setter
+    def standby(self, standby: bool) -> None:
+        self.context.standby = standby
 
     # The live state ------------------------------------------------------------------------------
 
