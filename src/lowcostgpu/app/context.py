@@ -22,6 +22,10 @@ from lowcostgpu.ports.clock import Clock
 from lowcostgpu.ports.runtime import Runtime
 from lowcostgpu.ports.store import Store
 
+PLANE_LOGGER = "lowcostgpu.app.plane"
+"""The logger of the plane and its parts: what they log reads as it did before the plane was
+split into them (one logger for operators to filter on)."""
+
 
 @dataclass(frozen=True, slots=True)
 class PlaneConfig:

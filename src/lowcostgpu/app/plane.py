@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -30,10 +30,11 @@ from lowcostgpu.app.decisions import (
     stamped,
     written_instance,
 )
-from lowcostgpu.app.effects import Outcome, Settled, give_up_reason, settled, start_applies
+from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
 from lowcostgpu.app.live import LiveState
 from lowcostgpu.app.meter import PASS_PAUSE_S, Meter, pass_commits
+from lowcostgpu.app.outbox import OutboxRunner
 from lowcostgpu.app.runtime_reports import (
     ReportObserver,
     changing_reports,
@@ -45,7 +46,7 @@ from lowcostgpu.app.volumes import VolumeService, checkpoint_held, launched_on, 
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.drain import interruption_notice
-from lowcostgpu.core.engine import EngineState, EngineStep
+from lowcostgpu.core.engine import EngineState
 from lowcostgpu.core.instance_state import DRAINING
 from lowcostgpu.core.lifecycle import (
     CheckpointReported,
@@ -53,12 +54,9 @@ from lowcostgpu.core.lifecycle import (
     DeleteRequested,
     LifecycleEvent,
     ResumeRequested,
-    SignalSent,
-    StartFailed,
     StopRequested,
 )
 from lowcostgpu.core.metering import MeterKey, UsageRecord
-from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import Host, Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import Conflict, InsufficientCapacity
@@ -102,16 +100,23 @@ class ControlPlane:
         self.context = PlaneContext(store, runtime, clock, list(hosts), catalog, config)
         self.ids = ids
         self.pools = FleetPools(self.hosts)
-        self._carry_out = carry_out
         self.volumes: Volumes | None = None  # set by the wiring: where a launch's volume must fit
-        self._outbox_lock = threading.Lock()  # one carrier of effects at a time
         self.wake = threading.Event()  # set when a request may have changed the next wake-up
         self._standby_lock = threading.Lock()
         self._standby_state: tuple[Timestamp, EngineState] | None = None  # (loaded at, state)
         self.checkpoint_ages = CheckpointAges()  # what the fairness policy charges non-reporters
         self.observer = ReportObserver()  # which runtime reports a tick takes in
         self.decider = Decider(
-            self.context, observer=self.observer, wake=self.wake, carry=self._run_entries
+            self.context,
+            observer=self.observer,
+            wake=self.wake,
+            carry=lambda entries: self.outbox.run_entries(entries),  # built next: it decides here
+        )
+        self.outbox = OutboxRunner(
+            self.context,
+            carry_out=carry_out,
+            decide=self.decider.decide,
+            written=self.decider.written,
         )
         self.clusters = ClusterService(
             store=store,
@@ -371,93 +376,9 @@ class ControlPlane:
                 left.append(report)
         return left
 
-    # Effects -----------------------------------------------------------------------------------
-
-    def _run_entries(self, entries: Sequence[OutboxEntry]) -> None:
-        """Carry out a commit's own effects, right after it."""
-        self._carry(lambda: entries)
-
     def run_outbox(self) -> None:
-        """Carry out effects still pending and due (retries, and what a crash left): the partial
-        index on pending entries by their next attempt makes this O(due)."""
-        self._carry(lambda: self.store.pending_outbox(due_at=self.clock.now()))
-
-    def _carry(self, entries_of: Callable[[], Sequence[OutboxEntry]]) -> None:
-        """Carry out effects and mark the done ones; one carrier at a time, from reading the
-        entries to marking them.
-
-        An entry that fails, whatever it raised, stops nothing else: its failure is written on it
-        and it is due again after a backoff (`core.retries`). A start that no longer applies is
-        dropped. A start given up fails its instance with the reason (its GPUs are freed) before
-        the entry is marked done, so a crash in between gives it up again rather than losing it.
-        """
-        with self._outbox_lock:
-            entries = entries_of()
-            if not entries:
-                return
-            # What was written: a start a batch in flight moves still applies.
-            view = self.decider.written()
-            instances = view.instances if view is not None else None
-            applying = [e for e in entries if instances is None or self._applies(e, instances)]
-            outcome = self._carry_out(applying)
-            now = self.clock.now()
-            after = settled(outcome.failed, now, self.config.effect_retry)
-            self.store.record_failures(after.failures)
-            dropped = [e.key for e in entries if e not in applying]
-            self.store.mark_done([*outcome.done, *dropped], now)
-        self._give_up(after)
-        self._stamp(outcome.signalled)
-
-    def _stamp(self, signalled: Sequence[tuple[str, SignalSent]]) -> None:
-        """The drains whose SIGTERM went out count their grace from it (`core.drain`
-        `signal_stamp`). A failure here leaves the decision's deadline (what the workload was
-        told): logged, not raised, like a crash between the signal and this write."""
-        if not signalled or self.standby:
-            return
-        try:
-            self.decider.decide(
-                lambda state, now: Decision(engine.signals_sent(state, signalled, now))
-            )
-        except Exception as exc:  # the signal is out; only the stamp is lost
-            log.warning("the SIGTERM times of %d drain(s) not recorded: %s", len(signalled), exc)
-
-    @staticmethod
-    def _applies(entry: OutboxEntry, instances: Mapping[str, Any]) -> bool:
-        return start_applies(entry, instances.get(str(entry.payload.get("subject_id", ""))))
-
-    def _give_up(self, after: Settled) -> None:
-        """Act on the given-up entries, then mark them done. A start fails its instance; a
-        signal is followed by its deadline's kill; a kill's instance has ended already (the
-        orphan sweep kills what still runs); a node effect is recorded on its entry."""
-        gone: list[str] = []
-        for failure, verdict in after.given_up:
-            entry = failure.entry
-            if entry.kind == "StartWorkload":
-                try:
-                    self._fail_start(entry, give_up_reason(failure, verdict))
-                except Exception as exc:  # the entry stays pending: given up again later
-                    log.warning("could not fail the start %s yet: %s", entry.key, exc)
-                    continue
-            gone.append(entry.key)
-        self.store.mark_done(gone, self.clock.now())
-
-    def _fail_start(self, entry: OutboxEntry, why: str) -> None:
-        """Fail the start's instance, if it is still starting on that allocation."""
-        instance_id = str(entry.payload["subject_id"])
-        allocation_id = entry.payload.get("allocation_id")
-
-        def decide(state: EngineState, now: Timestamp) -> Decision:
-            s = state.instances.get(instance_id)
-            if s is None or s.rank_of(str(allocation_id)) is None:
-                return Decision(EngineStep(state))  # it moved on: nothing to fail
-            failed = StartFailed(why, str(allocation_id))
-            return Decision(engine.report(state, instance_id, failed, now, self._sched))
-
-        self.decider.decide(decide)
-
-    @property
-    def _sched(self) -> SchedulerConfig:
-        return self.config.scheduler
+        """Carry out the effects still pending and due (`OutboxRunner.run_outbox`)."""
+        self.outbox.run_outbox()
 
     def interruption(self, instance_id: str) -> dict[str, Any] | None:
         """The metadata endpoint's answer for a workload: its notice, or None (404)."""
