@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from plane_world import World
 
 from lowcostgpu.app import meter as meter_module
-from lowcostgpu.app import plane as plane_module
+from lowcostgpu.app import meter_pass as meter_pass_module
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.app.live import LiveState
 from lowcostgpu.app.meter import volume_key
@@ -174,7 +174,7 @@ def test_live_state_equals_the_store_and_metering_equals_a_full_recomputation(
     # A pass in chunks of 1 or 2 subjects (of 250 on a server) bills the same as in one go.
     with (
         patch.object(meter_module, "PASS_CHUNK", pass_chunk),
-        patch.object(plane_module, "PASS_PAUSE_S", 0),
+        patch.object(meter_pass_module, "PASS_PAUSE_S", 0),
     ):
         _run_steps(steps)
 

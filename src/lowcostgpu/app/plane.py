@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
-from lowcostgpu.app import billing
 from lowcostgpu.app.clusters import ClusterService
 from lowcostgpu.app.commit_batcher import CommitBatcher
 from lowcostgpu.app.context import PlaneConfig as PlaneConfig  # the wiring imports it from here
@@ -33,7 +30,8 @@ from lowcostgpu.app.decisions import (
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
 from lowcostgpu.app.live import LiveState
-from lowcostgpu.app.meter import PASS_PAUSE_S, Meter, pass_commits
+from lowcostgpu.app.meter import Meter
+from lowcostgpu.app.meter_pass import MeteringPass
 from lowcostgpu.app.outbox import OutboxRunner
 from lowcostgpu.app.runtime_reports import (
     ReportObserver,
@@ -56,15 +54,12 @@ from lowcostgpu.core.lifecycle import (
     ResumeRequested,
     StopRequested,
 )
-from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.domain.capacity import Host, Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import Conflict, InsufficientCapacity
 from lowcostgpu.ports.clock import Clock, IdSource
 from lowcostgpu.ports.runtime import Runtime, Volumes, WorkloadReport
 from lowcostgpu.ports.store import (
-    EventRecord,
-    LedgerEntry,
     OutboxEntry,
     Store,
     StoredInstance,
@@ -118,6 +113,7 @@ class ControlPlane:
             decide=self.decider.decide,
             written=self.decider.written,
         )
+        self.metering = MeteringPass(self.context, self.decider)
         self.clusters = ClusterService(
             store=store,
             ids=ids,
@@ -321,40 +317,8 @@ class ControlPlane:
         return step.wake_at
 
     def meter_if_due(self) -> None:
-        """A metering pass when an interval has closed: what may owe usage is cut from the live
-        state under the decision lock, then rated and written without it, in chunks (`app.meter`
-        `pass_commits`), so that decisions go on meanwhile."""
-        decider = self.decider
-        with decider.lock:
-            meter, live, now = decider.meter, decider.live, self.clock.now()
-            if self.standby or live is None or meter is None or not meter.due(now):
-                return
-            cut = meter.cut(live.state)
-        moved: dict[MeterKey, Timestamp] = {}
-        charge = partial(self._charges, now=now)
-        interval_s = meter.interval_s
-        try:
-            for n, commit in enumerate(pass_commits(cut, now, interval_s, charge)):
-                if n:
-                    time.sleep(PASS_PAUSE_S)  # let requests run between the chunks
-                self.store.commit(commit)
-                moved.update(commit.metered_through)
-        except BaseException:
-            with decider.lock:  # the chunks that landed are not metered again by the retry
-                meter.through.update(moved)
-            raise
-        with decider.lock:
-            live = decider.live
-            if decider.meter is meter and live is not None:
-                meter.passed(live.state, moved, now)
-
-    def _charges(
-        self, records: list[UsageRecord], *, now: Timestamp
-    ) -> tuple[list[LedgerEntry], list[EventRecord]]:
-        """The ledger entries and BalanceLow events of records, from the balances now (only
-        the accounts they name are read)."""
-        balances = self.store.balances_of({r.account_id for r in records})
-        return billing.charges(records, self.catalog, balances, self.config.low_balance_usd, now)
+        """A metering pass if an interval has closed (`MeteringPass.meter_if_due`)."""
+        self.metering.meter_if_due()
 
     def _forget_orphans(
         self, state: EngineState, reports: list[WorkloadReport]
