@@ -29,7 +29,6 @@ from lowcostgpu.app.decisions import (
 )
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
-from lowcostgpu.app.live import LiveState
 from lowcostgpu.app.meter import Meter
 from lowcostgpu.app.meter_pass import MeteringPass
 from lowcostgpu.app.outbox import OutboxRunner
@@ -40,12 +39,11 @@ from lowcostgpu.app.runtime_reports import (
     merged,
     node_exits,
 )
+from lowcostgpu.app.views import Views
 from lowcostgpu.app.volumes import VolumeService, checkpoint_held, launched_on, reports_a_step
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
-from lowcostgpu.core.drain import interruption_notice
 from lowcostgpu.core.engine import EngineState
-from lowcostgpu.core.instance_state import DRAINING
 from lowcostgpu.core.lifecycle import (
     CheckpointReported,
     CompletionReported,
@@ -66,7 +64,6 @@ from lowcostgpu.ports.store import (
 )
 
 log = logging.getLogger(__name__)
-STANDBY_VIEW_S = 2  # how long a standby's reads share one load of the live rows
 
 
 class ControlPlane:
@@ -97,8 +94,6 @@ class ControlPlane:
         self.pools = FleetPools(self.hosts)
         self.volumes: Volumes | None = None  # set by the wiring: where a launch's volume must fit
         self.wake = threading.Event()  # set when a request may have changed the next wake-up
-        self._standby_lock = threading.Lock()
-        self._standby_state: tuple[Timestamp, EngineState] | None = None  # (loaded at, state)
         self.checkpoint_ages = CheckpointAges()  # what the fairness policy charges non-reporters
         self.observer = ReportObserver()  # which runtime reports a tick takes in
         self.decider = Decider(
@@ -114,6 +109,7 @@ class ControlPlane:
             written=self.decider.written,
         )
         self.metering = MeteringPass(self.context, self.decider)
+        self.views = Views(self.context, leader_view=self.decider.view)
         self.clusters = ClusterService(
             store=store,
             ids=ids,
@@ -199,7 +195,7 @@ class ControlPlane:
     def _batcher(self) -> CommitBatcher[Decided]:
         return self.decider.batcher
 
-    # The live state ------------------------------------------------------------------------------
+    # The live state and its views ----------------------------------------------------------------
 
     def reload(self) -> None:
         """Forget the live state (a lead gained or lost): the next decision loads it again."""
@@ -208,19 +204,11 @@ class ControlPlane:
     def snapshot(self) -> EngineState:
         """The engine state as of the last decision written: immutable, so readers need no lock.
         A standby reads the store instead (it keeps no live state)."""
-        if self.standby:
-            return self._standby_view()
-        return self.decider.view()
+        return self.views.snapshot()
 
-    def _standby_view(self) -> EngineState:
-        """A standby's reads share one load of the live rows for `STANDBY_VIEW_S` (a load costs
-        seconds at 110,000 live: not one per request)."""
-        with self._standby_lock:
-            now = self.clock.now()
-            kept = self._standby_state
-            if kept is None or now - kept[0] >= STANDBY_VIEW_S:
-                kept = self._standby_state = (now, LiveState.load(self.store, self.hosts).state)
-            return kept[1]
+    def interruption(self, instance_id: str) -> dict[str, Any] | None:
+        """The metadata endpoint's answer for a workload: its notice, or None (404)."""
+        return self.views.interruption(instance_id)
 
     # Requests ----------------------------------------------------------------------------------
 
@@ -343,10 +331,3 @@ class ControlPlane:
     def run_outbox(self) -> None:
         """Carry out the effects still pending and due (`OutboxRunner.run_outbox`)."""
         self.outbox.run_outbox()
-
-    def interruption(self, instance_id: str) -> dict[str, Any] | None:
-        """The metadata endpoint's answer for a workload: its notice, or None (404)."""
-        state = self.store.instance(instance_id).state
-        if state.status not in DRAINING:
-            return None
-        return interruption_notice(state.notice_at, state.deadline)
