@@ -7,11 +7,25 @@ events in one transaction (`app.live.LiveState.commit_for`). Only then are the e
 out — right after the commit, by the thread that decided — and marked done. A conflict
 (`StaleWrite`) means the memory disagrees with the store: it is dropped, loaded again, and the
 decision is made again. Metering (`app.meter`) cuts the open spans when an interval closes.
+
+`ControlPlane` is what the API, the loop and the wiring hold: it answers the requests and wires
+the parts that do the work over the one live state, each of which is handed what it needs and
+none of which imports this module (an import-linter contract):
+
+- `app.decider.Decider`: the decision lock, the live state, deciding and writing (group commit,
+  the retry after a `StaleWrite`), the effects carried out after each commit;
+- `app.outbox.OutboxRunner`: carrying out effects, retrying what is pending, giving up;
+- `app.meter_pass.MeteringPass`: a metering pass when an interval has closed;
+- `app.tick.Ticker`: the loop's tick;
+- `app.views.Views`: what readers see, on the leader and on a standby;
+- `app.clusters.ClusterService`, `app.volumes.VolumeService`: the cluster and volume requests.
+
+What they share besides the live state — the store, the runtime, the clock, the configuration,
+whether this server is a standby — is one `app.context.PlaneContext`.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -22,23 +36,14 @@ from lowcostgpu.app.commit_batcher import CommitBatcher
 from lowcostgpu.app.context import PlaneConfig as PlaneConfig  # the wiring imports it from here
 from lowcostgpu.app.context import PlaneContext
 from lowcostgpu.app.decider import Decided, Decider
-from lowcostgpu.app.decisions import (
-    Decision,
-    stamped,
-    written_instance,
-)
+from lowcostgpu.app.decisions import Decision, stamped, written_instance
 from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import FleetPools, LaunchRequest, build_launch
 from lowcostgpu.app.meter import Meter
 from lowcostgpu.app.meter_pass import MeteringPass
 from lowcostgpu.app.outbox import OutboxRunner
-from lowcostgpu.app.runtime_reports import (
-    ReportObserver,
-    changing_reports,
-    held,
-    merged,
-    node_exits,
-)
+from lowcostgpu.app.runtime_reports import ReportObserver
+from lowcostgpu.app.tick import Ticker
 from lowcostgpu.app.views import Views
 from lowcostgpu.app.volumes import VolumeService, checkpoint_held, launched_on, reports_a_step
 from lowcostgpu.core import engine
@@ -54,16 +59,10 @@ from lowcostgpu.core.lifecycle import (
 )
 from lowcostgpu.domain.capacity import Host, Timestamp
 from lowcostgpu.domain.catalog import Catalog
-from lowcostgpu.domain.errors import Conflict, InsufficientCapacity
+from lowcostgpu.domain.errors import InsufficientCapacity
 from lowcostgpu.ports.clock import Clock, IdSource
-from lowcostgpu.ports.runtime import Runtime, Volumes, WorkloadReport
-from lowcostgpu.ports.store import (
-    OutboxEntry,
-    Store,
-    StoredInstance,
-)
-
-log = logging.getLogger(__name__)
+from lowcostgpu.ports.runtime import Runtime, Volumes
+from lowcostgpu.ports.store import OutboxEntry, Store, StoredInstance
 
 
 class ControlPlane:
@@ -109,6 +108,13 @@ class ControlPlane:
             written=self.decider.written,
         )
         self.metering = MeteringPass(self.context, self.decider)
+        self.ticker = Ticker(
+            self.context,
+            decider=self.decider,
+            observer=self.observer,
+            outbox=self.outbox,
+            metering=self.metering,
+        )
         self.views = Views(self.context, leader_view=self.decider.view)
         self.clusters = ClusterService(
             store=store,
@@ -279,54 +285,15 @@ class ControlPlane:
 
     def tick(self) -> Timestamp | None:
         """The loop's tick: a decision step, then a metering pass if an interval closed."""
-        wake_at = self.step()
-        self.meter_if_due()
-        return wake_at
+        return self.ticker.tick()
 
     def step(self) -> Timestamp | None:
-        """Take in what the runtime reports, fire due deadlines, schedule; then act. Returns
-        when the loop must step again at the latest."""
-        reports = self.observer.reports(self.runtime, self.clock.now())
-
-        def decide(state: EngineState, now: Timestamp) -> Decision:
-            changing = changing_reports(state, reports)
-            step = engine.tick(state, now, self.config.scheduler, changing)
-            step = merged(step, node_exits(step.state, reports, now, self.config.scheduler))
-            return Decision(step)
-
-        try:
-            step = self.decider.decide(decide, wake=False)
-        except BaseException:
-            self.observer.missed()  # the reports taken in were not acted on
-            raise
-        self.decider.planned_wake_at = step.wake_at
-        self.observer.keep(self._forget_orphans(step.state, reports))
-        self.run_outbox()
-        return step.wake_at
+        """The tick's decision step (`Ticker.step`), without the metering pass."""
+        return self.ticker.step()
 
     def meter_if_due(self) -> None:
         """A metering pass if an interval has closed (`MeteringPass.meter_if_due`)."""
         self.metering.meter_if_due()
-
-    def _forget_orphans(
-        self, state: EngineState, reports: list[WorkloadReport]
-    ) -> list[WorkloadReport]:
-        """A workload no instance holds any more is never left behind: killed, then forgotten.
-        Returns those not forgotten yet, tried again at the next tick. Cost: O(reports)."""
-        left = []
-        for report in reports:
-            if held(state, report):
-                continue
-            try:
-                if report.phase in ("starting", "running"):
-                    self.runtime.kill(report.allocation_id)
-                self.runtime.forget(report.allocation_id)
-            except Conflict:  # still dying: forgotten at a later tick, once exited
-                left.append(report)
-            except Exception as exc:  # one workload's failing kill stops no tick: tried again
-                log.warning("orphan %s not killed yet: %s", report.allocation_id, exc)
-                left.append(report)
-        return left
 
     def run_outbox(self) -> None:
         """Carry out the effects still pending and due (`OutboxRunner.run_outbox`)."""
