@@ -238,7 +238,7 @@ def live_count(plane: ControlPlane) -> int:
 def ticks(plane: ControlPlane, clock: FixedClock, where: Where, args: Any, report: Report) -> None:
     t = time.perf_counter()
     plane.tick()
-    gc.freeze()  # what a server does once the live state is loaded (ControlPlane._loaded)
+    gc.freeze()  # what a server does once the live state is loaded (app.decider.Decider.loaded)
     report.add("tick-first", where, [time.perf_counter() - t], time.perf_counter() - t)
     step = getattr(plane, "step", plane.tick)  # the decision step, without the metering pass
     observer = getattr(plane, "observer", None)

@@ -73,8 +73,8 @@ def launched_together(w: World, requests: Sequence[LaunchRequest]) -> list[objec
             results[i] = exc
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(requests))]
-    batcher = w.plane._batcher
-    with w.plane._lock:
+    batcher = w.plane.decider.batcher
+    with w.plane.decider.lock:
         for i, t in enumerate(threads):
             t.start()  # one by one: the queue keeps their order
             wait_until(lambda n=i + 1: len(batcher._queue) == n, what="launches queued")

@@ -34,7 +34,7 @@ class Drain:
         w.tick(10)
         self.alloc = w.allocation(self.victim_id)
         self.signals: list[OutboxEntry] = []
-        run = w.plane._carry_out
+        run = w.plane.outbox._carry_out
 
         def late(entries: Sequence[OutboxEntry]) -> Outcome:
             signals = [e for e in entries if e.kind == "SignalWorkload"]
@@ -43,7 +43,7 @@ class Drain:
                 w.clock.advance(late_s)
             return run(entries)
 
-        w.plane._carry_out = late
+        w.plane.outbox._carry_out = late
         self.decided_at = w.clock.now()
         od = LaunchRequest("acme", "a100-sxm4", "on-demand", 8, command=("serve",))
         self.od_id = w.plane.launch(od).state.id
@@ -103,7 +103,7 @@ def test_a_replayed_signal_does_not_extend_the_deadline_again() -> None:
     d = Drain(5)
     stamped = d.deadline()
     d.w.clock.advance(20)
-    d.w.plane._run_entries(d.signals)  # carried out again (a crash before it was marked done)
+    d.w.plane.outbox.run_entries(d.signals)  # again (a crash before it was marked done)
     assert d.w.runtime.signals_of(d.alloc) == ["SIGTERM", "SIGTERM"]
     assert d.deadline() == stamped == d.sent_at + GRACE
 
@@ -135,14 +135,14 @@ def test_a_cluster_node_drained_late_is_removed_at_its_pods_sigterm_plus_grace(
     c = w.plane.clusters.create_cluster(request).cluster.id
     w.tick()
     (victim,) = [n.id for n in w.plane.clusters.get_cluster(c).nodes if n.preemptible]
-    run = w.plane._carry_out
+    run = w.plane.outbox._carry_out
 
     def late(entries: Sequence[OutboxEntry]) -> Outcome:
         if any(e.kind == "SignalWorkload" for e in entries):
             w.clock.advance(11)
         return run(entries)
 
-    w.plane._carry_out = late
+    w.plane.outbox._carry_out = late
     decided = w.clock.now()
     w.plane.launch(LaunchRequest("acme", "a100-sxm4", "on-demand", 4, command=("serve",)))
     (node,) = [n.state for n in w.store.nodes(include_removed=True) if n.state.id == victim]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from plane_world import World
 
 from lowcostgpu.app import meter as meter_module
-from lowcostgpu.app import plane as plane_module
+from lowcostgpu.app import meter_pass as meter_pass_module
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.app.live import LiveState
 from lowcostgpu.app.meter import volume_key
@@ -74,7 +74,7 @@ def _same_state(kept: EngineState, rebuilt: EngineState) -> None:
 
 def _check_memory_equals_store(w: World) -> None:
     plane = w.plane
-    live = plane._live
+    live = plane.decider.live
     if live is None:
         return
     rebuilt = LiveState.load(w.store, plane.hosts)
@@ -88,8 +88,9 @@ def _check_usage_equals_full_recomputation(w: World) -> None:
     """What the store holds for every interval closed at the last pass equals metering every
     instance and volume ever written from scratch."""
     plane = w.plane
-    assert plane._meter is not None and plane._meter._last_closed is not None
-    until = plane._meter._last_closed
+    kept = plane.decider.meter
+    assert kept is not None and kept._last_closed is not None
+    until = kept._last_closed
     everything = w.store.instances(include_deleted=True)
     spans = [s for i in everything for s in instance_gpu_spans(i.state)]
     spans += [s for n in w.store.nodes(include_removed=True) if (s := node_gpu_span(n.state))]
@@ -173,7 +174,7 @@ def test_live_state_equals_the_store_and_metering_equals_a_full_recomputation(
     # A pass in chunks of 1 or 2 subjects (of 250 on a server) bills the same as in one go.
     with (
         patch.object(meter_module, "PASS_CHUNK", pass_chunk),
-        patch.object(plane_module, "PASS_PAUSE_S", 0),
+        patch.object(meter_pass_module, "PASS_PAUSE_S", 0),
     ):
         _run_steps(steps)
 

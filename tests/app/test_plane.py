@@ -99,10 +99,10 @@ def test_sigkill_at_the_deadline_is_carried_out_by_a_loop_that_restarted() -> No
 
 def test_an_effect_pending_after_a_crash_is_carried_out_once() -> None:
     w = World()
-    carry_out = w.plane._carry_out
-    w.plane._carry_out = lambda entries: Outcome()  # the server dies right after the commit
+    carry_out = w.plane.outbox._carry_out
+    w.plane.outbox._carry_out = lambda entries: Outcome()  # the server dies after the commit
     i = w.plane.launch(interruptible()).state.id
-    w.plane._carry_out = carry_out
+    w.plane.outbox._carry_out = carry_out
     pending = w.store.pending_outbox()
     assert [e.kind for e in pending] == ["StartWorkload"]
     w.wired.runner.run(pending)  # carried out, then the server died before marking it done

@@ -1,7 +1,7 @@
 """Clusters in the control plane: the cluster requests (`ClusterService`) and their views.
 
 A cluster request is a decision like a launch: `ClusterService` is given the plane's `decide`
-(`ControlPlane._decide`), so the engine decides on the live state in memory (`app.live`:
+(`app.decider.Decider.decide`), so the engine decides on the live state in memory (`app.live`:
 instances, clusters, nodes), the changed clusters and nodes are written with their expected
 versions in the same commit as the instances, the outbox and the events. Ticks reconcile clusters
 (the engine does it at the end of every input). The node effects are carried out by a node
@@ -75,7 +75,7 @@ class ClusterService:
     view); a cluster of another account is NotFound, as if it did not exist.
 
     `scheduler`: the scheduler's config now (the plane's config changes at run time); `decide`:
-    the plane's decision (`ControlPlane._decide`)."""
+    the plane's decision (`app.decider.Decider.decide`)."""
 
     def __init__(
         self,

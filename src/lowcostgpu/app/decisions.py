@@ -1,9 +1,9 @@
 """A decision, and the one store commit it becomes.
 
-`ControlPlane._decide` runs a decision on the live state (`app.live`) and writes what it
+`app.decider.Decider` runs a decision on the live state (`app.live`) and writes what it
 produced in one transaction: the changed instances with their expected versions, the effects as
 outbox entries (carried out only after the commit) and the events. Turning a decision into that
-commit is kept here, apart from the plane, because it is pure translation (no store, no clock),
+commit is kept here, apart from the decider, because it is pure translation (no store, no clock),
 and so that the cluster requests (`app.clusters`) can build a `Decision` without importing the
 plane that inherits them.
 """

@@ -42,7 +42,7 @@ from lowcostgpu.ports.store import VolumeRecord as VolumeRecord
 Known = Mapping[tuple[str, str], VolumeRecord]
 """The volumes the plane keeps, by (account, name), deleted ones too (their usage is billed)."""
 Decide = Callable[[Callable[[EngineState, Timestamp], Decision]], Commit]
-"""The plane's way to decide and write (`ControlPlane._decide_and_write`)."""
+"""The plane's way to decide and write (`app.decider.Decider.decide_and_write`)."""
 
 SHOWN_USERS = 5  # of the instances that keep a volume in use, the ones an error names
 

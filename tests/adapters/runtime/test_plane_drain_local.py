@@ -66,14 +66,14 @@ def test_a_late_sigterm_on_real_processes_is_followed_by_sigkill_at_sent_plus_gr
         return store.instance(instance_id).state.status is InstanceStatus.RUNNING
 
     wait_until(lambda: running(victim) and (control / "ready").exists(), what="victim running")
-    run = plane._carry_out
+    run = plane.outbox._carry_out
 
     def late(entries: Sequence[OutboxEntry]) -> Outcome:
         if any(e.kind == "SignalWorkload" for e in entries):
             clock.advance(LATE)
         return run(entries)
 
-    plane._carry_out = late
+    plane.outbox._carry_out = late
     decided = clock.now()
     od_control = local.root / "control" / "od"
     od = plane.launch(LaunchRequest("acme", "a100-sxm4", "on-demand", 8, command=_argv(od_control)))
