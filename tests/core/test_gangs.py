@@ -18,7 +18,7 @@ from lowcostgpu.core.lifecycle import (
     WorkloadExited,
     WorkloadStarted,
 )
-from lowcostgpu.core.metering import instance_gpu_spans
+from lowcostgpu.core.metering import instance_gpu_spans, meter
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.core.victims import LEAST_WORK_LOST
@@ -295,6 +295,24 @@ def test_the_held_hosts_are_billed_from_the_drain_to_the_restart() -> None:
     world.report("base", WorkloadExited(0), 560)
     spans = instance_gpu_spans(world.state.instances["g"])
     assert [(s.quantity, s.start, s.end) for s in spans] == [(8, 2, 500), (4, 510, 560)]
+
+
+def test_a_gang_placed_again_the_second_its_hold_began_is_billed_once_for_each_second() -> None:
+    """The hold starts when the drain ends and ends at the restart: in the same second, it is
+    an empty span beside the new run, which metering must take, not refuse as an overlap (it
+    did: "usage of g overlaps itself", found by the engine's Hypothesis world)."""
+    world, _ = reclaimed_gang(hold_s=120)  # drained at 510, held from 510
+    world.report("base", WorkloadExited(0), 510)  # h0 frees in the same second: placed again
+    world.report("g", WorkloadStarted(), 510)
+    world.report("g", StopRequested(), 540)
+    spans = instance_gpu_spans(world.state.instances["g"])
+    assert [(s.quantity, s.start, s.end) for s in spans] == [
+        (8, 2, 500),
+        (8, 510, 540),
+        (4, 510, 510),
+    ]
+    billed = sum(r.quantity_s for r in meter(spans, {}, 10_000, 60))
+    assert billed == 8 * 498 + 8 * 30
 
 
 def test_a_stop_while_held_ends_the_hold_and_its_billing() -> None:

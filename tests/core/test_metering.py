@@ -121,9 +121,28 @@ def test_metering_interval_is_60_to_120_seconds(interval_s: int, ok: bool) -> No
             meter([], {}, BASE, interval_s)
 
 
-def test_overlapping_runs_of_one_subject_are_refused() -> None:
-    with pytest.raises(InvalidRequest, match="overlaps itself"):
-        meter([gpu_span(BASE, BASE + 100), gpu_span(BASE + 50, None)], {}, BASE + 600, 60)
+@pytest.mark.parametrize(
+    ("spans", "billed_gpu_s"),
+    [
+        ([(0, 100), (50, None)], None),  # the second starts inside the first
+        ([(0, 60), (60, 120)], 240),  # one ends as the next starts: touching, not overlapping
+        ([(0, 61), (60, 120)], None),  # one second of overlap
+        # An empty span (a gang's hold that ended the second it began, at its restart) that
+        # starts with the next run, listed after it as an instance lists its runs and holds:
+        ([(60, 120), (60, 60)], 120),
+        ([(60, 120), (60, 90)], None),  # two that start together, neither empty
+    ],
+    ids=["inside", "touching", "one-second", "empty-beside-a-run", "same-start"],
+)
+def test_overlapping_runs_of_one_subject_are_refused_and_touching_ones_billed(
+    spans: list[tuple[int, int | None]], billed_gpu_s: int | None
+) -> None:
+    given = [gpu_span(BASE + a, None if b is None else BASE + b) for a, b in spans]
+    if billed_gpu_s is None:
+        with pytest.raises(InvalidRequest, match="overlaps itself"):
+            meter(given, {}, BASE + 600, 60)
+    else:
+        assert sum(r.quantity_s for r in meter(given, {}, BASE + 600, 60)) == billed_gpu_s
 
 
 def test_a_span_cannot_end_before_it_starts() -> None:

@@ -256,8 +256,8 @@ class ControlPlane:
         victim choice charges a believed saver its save time."""
         before = self.store.instance(instance_id)  # NotFound before anything else
         stored = self._reported(before, CheckpointReported(step, save_s, saves_on_notice))
-        self.checkpoint_ages.learn(before.state, stored.state)
-        with self.decider.lock:
+        with self.decider.lock:  # requests report at once: the intervals are shared
+            self.checkpoint_ages.learn(before.state, stored.state)
             self.config = replace(
                 self.config, scheduler=self.checkpoint_ages.applied(self.config.scheduler)
             )

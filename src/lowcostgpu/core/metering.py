@@ -228,8 +228,11 @@ def _meter_subject(
 
 
 def _check_group(group: list[UsageSpan]) -> UsageSpan:
-    """One subject's spans must agree on who pays for what, and must not overlap."""
-    ordered = sorted(group, key=lambda s: s.start)
+    """One subject's spans must agree on who pays for what, and must not overlap. Spans that
+    start together are ordered by their end, so that an empty one (a gang's hold of its
+    surviving hosts that ended the second it began, when the gang was placed again at once)
+    comes first and touches the next without overlapping it."""
+    ordered = sorted(group, key=_start_then_end)
     first = ordered[0]
     for prev, span in pairwise(ordered):
         same = (span.account_id, span.resource, span.capacity_class)
@@ -244,6 +247,10 @@ def _check_group(group: list[UsageSpan]) -> UsageSpan:
                 hint="a subject runs at most once at a time; close the previous span first",
             )
     return first
+
+
+def _start_then_end(span: UsageSpan) -> tuple[Timestamp, bool, Timestamp]:
+    return (span.start, span.end is None, 0 if span.end is None else span.end)
 
 
 # --- Spans from lifecycle states ---------------------------------------------------------------

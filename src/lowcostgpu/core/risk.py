@@ -101,7 +101,7 @@ _EMPTY = PoolRisk()
 @dataclass(frozen=True, slots=True)
 class RiskState:
     """Per pool, its `PoolRisk`; soft (not stored, as holds): a restart forgets it (a reload
-    keeps it: `app.plane`), and the node providers clear, at a new process's first look, the
+    keeps it: `app.decider`), and the node providers clear, at a new process's first look, the
     node marks it did not set (`MarkNodeRisk`)."""
 
     pools: Map[PoolKey, PoolRisk] = field(default_factory=Map)
