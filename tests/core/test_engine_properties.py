@@ -196,14 +196,7 @@ class EngineWorld(RuleBasedStateMachine):
     def teardown(self) -> None:
         """Metered GPU-seconds equal the true running time, to the second."""
         for i in self.state.instances.values():
-            spans = (
-                [
-                    s if s.end is not None else type(s)(**{**s.__dict__, "end": self.now})
-                    for s in instance_gpu_spans(i)
-                ]
-                if False
-                else instance_gpu_spans(i)
-            )
+            spans = instance_gpu_spans(i)
             closed = [s for s in spans if s.end is not None]
             if len(closed) != len(spans):
                 continue  # still running: its open span is metered as time passes
