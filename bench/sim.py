@@ -38,7 +38,8 @@ from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey
 from lowcostgpu.sim.alibaba import read_alibaba
 from lowcostgpu.sim.jobs import Job, Trace, sorted_jobs
-from lowcostgpu.sim.runner import SimResult, Simulation
+from lowcostgpu.sim.result import SimResult
+from lowcostgpu.sim.runner import Simulation
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu-v2023"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey
 from lowcostgpu.sim.jobs import Job, Trace, sorted_jobs
-from lowcostgpu.sim.runner import SimResult, Simulation
+from lowcostgpu.sim.result import SimResult
+from lowcostgpu.sim.runner import Simulation
 
 POOL = PoolKey("eu-west", "a100-sxm4")
 OD, IR = CapacityClass.ON_DEMAND, CapacityClass.INTERRUPTIBLE

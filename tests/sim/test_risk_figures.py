@@ -15,8 +15,9 @@ from lowcostgpu.domain.capacity import Host
 from lowcostgpu.sim.jobs import Trace, sorted_jobs
 from lowcostgpu.sim.metrics import percentile, summarise
 from lowcostgpu.sim.report import summary_lines
+from lowcostgpu.sim.result import SimResult
 from lowcostgpu.sim.risk_figures import WarningLog, risk_figures, worth_saving_early
-from lowcostgpu.sim.runner import SimResult, Simulation
+from lowcostgpu.sim.runner import Simulation
 from lowcostgpu.sim.workload import Workload
 
 CONFIG = SchedulerConfig(policy=LEAST_WORK_LOST)

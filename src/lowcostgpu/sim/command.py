@@ -33,7 +33,8 @@ from lowcostgpu.sim.jobs import Trace
 from lowcostgpu.sim.metrics import summarise
 from lowcostgpu.sim.mix import draw
 from lowcostgpu.sim.report import write_report
-from lowcostgpu.sim.runner import Sample, SimResult, Simulation
+from lowcostgpu.sim.result import Sample, SimResult
+from lowcostgpu.sim.runner import Simulation
 from lowcostgpu.sim.stress import check_catalog, generate_stress, parse_stress
 from lowcostgpu.sim.synthetic import generate, parse_mix
 from lowcostgpu.sim.traces import read_csv_trace

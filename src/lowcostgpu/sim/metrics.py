@@ -51,8 +51,8 @@ from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.sim.eta import eta_figures
 from lowcostgpu.sim.fairness import fairness_figures
+from lowcostgpu.sim.result import SimResult
 from lowcostgpu.sim.risk_figures import risk_figures
-from lowcostgpu.sim.runner import SimResult
 from lowcostgpu.sim.workload import Workload
 
 HOUR = 3600

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lowcostgpu.domain.errors import ConfigError
-from lowcostgpu.sim.runner import Sample
+from lowcostgpu.sim.result import Sample
 from lowcostgpu.sim.svg import bar_chart, line_chart
 
 DAY = 86400

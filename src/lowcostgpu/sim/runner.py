@@ -26,11 +26,10 @@ copy of every live instance per event (the final result is the one O(jobs) step)
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from lowcostgpu.core import engine
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
-from lowcostgpu.core.credits import LostWorkCredit, drain_credit
 from lowcostgpu.core.effects import (
     Effect,
     EmitEvent,
@@ -55,9 +54,11 @@ from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFo
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.sim.clairvoyant import Clairvoyant
 from lowcostgpu.sim.clock import ARRIVAL, REPORT, RETRY, SAMPLE, TICK, EventHeap
+from lowcostgpu.sim.credit_log import CreditLog
 from lowcostgpu.sim.eta import EtaLog, mean_work_by_pool
 from lowcostgpu.sim.jobs import Trace
 from lowcostgpu.sim.reclaims import ReclaimLosses
+from lowcostgpu.sim.result import Sample, SimResult
 from lowcostgpu.sim.risk_figures import WarningLog
 from lowcostgpu.sim.workload import Next, Workload
 
@@ -71,39 +72,6 @@ _AGE_WINDOW = 2000
 _AGE_EVERY = 50
 
 Payload = tuple[str, str, str]  # (kind, job id or pool, allocation id)
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    at: int
-    on_demand_gpus: int
-    preemptible_gpus: int
-    queued: int
-    waiting_on_demand: int
-
-
-@dataclass(slots=True)
-class SimResult:
-    """Everything the run saw; `metrics.summarise` turns it into figures."""
-
-    trace: Trace
-    policy: str
-    end_s: int
-    workloads: dict[str, Workload]
-    instances: dict[str, InstanceState]  # final instance states, live and archived
-    samples: list[Sample]
-    busy_gpu_s: dict[CapacityClass, int]
-    rejected: dict[str, str] = field(default_factory=dict)
-    events: int = 0
-    engine_calls: int = 0
-    min_runtime_s: int = 300
-    reclaims: ReclaimLosses = field(default_factory=ReclaimLosses)
-    etas: EtaLog = field(default_factory=EtaLog)  # the ETAs queued jobs were given (`sim.eta`)
-    # What `--credit-lost-work` would credit at each drained run's end (`core.credits`, as the
-    # server), and what those victims truly lost (their work since their last save, at the notice).
-    lost_work_credits: list[LostWorkCredit] = field(default_factory=list)
-    credited_true_loss_gpu_s: int = 0
-    warnings: WarningLog = field(default_factory=WarningLog)  # `sim.risk_figures`
 
 
 class Simulation:
@@ -145,9 +113,7 @@ class Simulation:
         self.samples: list[Sample] = []
         self.rejected: dict[str, str] = {}
         self.reclaims = ReclaimLosses()
-        self.lost_work_credits: list[LostWorkCredit] = []
-        self.credited_true_loss_gpu_s = 0
-        self.true_loss_at_notice_gpu_s: dict[str, int] = {}  # instance → its drain's true loss
+        self.credits = CreditLog()  # what `--credit-lost-work` would credit (`sim.credit_log`)
         self.etas = EtaLog(mean_work_by_pool(trace.jobs))
         # The clairvoyant dry run at each reclaim (`sim.reclaims`): it weighs every host of the
         # pool (its cost cannot be bounded), so a speed measurement may leave it out.
@@ -192,8 +158,8 @@ class Simulation:
             min_runtime_s=self.config.min_runtime_s,
             reclaims=self.reclaims,
             etas=self.etas,
-            lost_work_credits=self.lost_work_credits,
-            credited_true_loss_gpu_s=self.credited_true_loss_gpu_s,
+            lost_work_credits=self.credits.credits,
+            credited_true_loss_gpu_s=self.credits.credited_true_loss_gpu_s,
             warnings=self.warnings,
         )
 
@@ -317,7 +283,7 @@ class Simulation:
 
     def _apply(self, step: EngineStep) -> None:
         self.state = step.state
-        self._credit(step)
+        self.credits.saw(step, self._true_loss_gpu_s)
         if step.wake_at is not None and step.wake_at not in self.ticks:
             self.ticks.add(step.wake_at)
             self.heap.push(max(step.wake_at, self.heap.now), TICK, ("tick", "", ""))
@@ -329,27 +295,6 @@ class Simulation:
             self.depth -= 1
         if self.depth == 0 and self.finished:
             self._archive_finished()
-
-    def _credit(self, step: EngineStep) -> None:
-        """What `--credit-lost-work` would credit at the drained runs this step ended (the
-        server's rule, on the checkpoints the engine saw reported), and what those victims truly
-        lost: each victim's true loss is taken at its notice (before the notice is carried out)
-        and kept until its run ends."""
-        for effect in step.effects:
-            if isinstance(effect, EmitEvent) and effect.object_kind == "instance":
-                if effect.reason is Reason.PREEMPTED:
-                    wl = self.workloads[effect.object_id]
-                    lost = self._loss_if_noticed_s(wl.job.id, effect.at) * wl.job.total_gpus
-                    self.true_loss_at_notice_gpu_s[wl.job.id] = lost
-                elif effect.reason is Reason.INTERRUPTED:
-                    self._credit_drain(effect, step)
-
-    def _credit_drain(self, ended: EmitEvent, step: EngineStep) -> None:
-        lost = self.true_loss_at_notice_gpu_s.pop(ended.object_id, 0)
-        credit = drain_credit(ended, step.state.instances[ended.object_id])
-        if credit is not None and credit.gpu_s > 0:
-            self.lost_work_credits.append(credit)
-            self.credited_true_loss_gpu_s += lost
 
     def _effect(self, effect: Effect, now: int) -> None:
         if isinstance(effect, StartWorkload):
@@ -458,6 +403,10 @@ class Simulation:
         reports = [(job_id, WorkloadExited(exit_code, a)) for a in inst.allocation_ids()]
         self.engine_calls += 1
         self._apply(engine.report_many(self.state, reports, now, self.config))
+
+    def _true_loss_gpu_s(self, job_id: str, at: int) -> int:
+        """What the job would truly lose at a notice at `at`, in GPU-seconds."""
+        return self._loss_if_noticed_s(job_id, at) * self._gpus_of(job_id)
 
     def _gpus_of(self, job_id: str) -> int:
         return self.workloads[job_id].job.total_gpus
