@@ -1,12 +1,6 @@
-"""The control plane: every request and every tick is one decision, written before it is acted on.
-
-A decision reads `now` once and lets the pure engine decide on the live state the leader keeps
-in memory (`app.live`: loaded once when it takes the lead, kept after each commit). What the
-step touched is written with its expected versions together with the effects (outbox) and
-events in one transaction (`app.live.LiveState.commit_for`). Only then are the effects carried
-out — right after the commit, by the thread that decided — and marked done. A conflict
-(`StaleWrite`) means the memory disagrees with the store: it is dropped, loaded again, and the
-decision is made again. Metering (`app.meter`) cuts the open spans when an interval closes.
+"""The control plane: every request and every tick is one decision, written before it is acted on
+(how a decision is made, written and carried out: `app.decider`). Metering (`app.meter`) cuts
+the open spans when an interval closes.
 
 `ControlPlane` is what the API, the loop and the wiring hold: it answers the requests and wires
 the parts that do the work over the one live state, each of which is handed what it needs and
@@ -208,8 +202,7 @@ class ControlPlane:
         self.decider.reload()
 
     def snapshot(self) -> EngineState:
-        """The engine state as of the last decision written: immutable, so readers need no lock.
-        A standby reads the store instead (it keeps no live state)."""
+        """The engine state as readers see it (`Views.snapshot`)."""
         return self.views.snapshot()
 
     def interruption(self, instance_id: str) -> dict[str, Any] | None:
