@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from plane_world import POOL, World
 
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.core.checkpoint_ages import CheckpointAges
-from lowcostgpu.core.fairness import FairLeastWorkLost
+from lowcostgpu.core.fairness import FairLeastWorkLost, typical_checkpoint_age_s
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.core.victims import LEAST_WORK_LOST
@@ -70,3 +72,25 @@ def test_the_plane_learns_from_the_checkpoints_instances_report() -> None:
     policy = w.plane.config.scheduler.policy
     assert isinstance(policy, FairLeastWorkLost)
     assert policy.typical_checkpoint_age_s == 60  # half the median interval of 120 s
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    window=st.integers(min_value=1, max_value=7),
+    intervals=st.lists(st.integers(min_value=1, max_value=50), max_size=40),
+)
+def test_the_learnt_age_is_half_the_median_of_the_window_as_it_slides(
+    window: int, intervals: list[int]
+) -> None:
+    """The sorted copy the learner keeps (so that it never sorts at a report) gives, after
+    every interval, the figure a sort of the window as it then stands would give."""
+    ages = CheckpointAges(window)
+    fair = SchedulerConfig(policy=FairLeastWorkLost(typical_checkpoint_age_s=10**6))
+    seen: list[int] = []
+    for interval in intervals:
+        ages.learn(RUNNING, replace(RUNNING, last_checkpoint_at=100 + interval))
+        seen.append(interval)
+        policy = ages.applied(fair).policy
+        assert isinstance(policy, FairLeastWorkLost)
+        assert list(ages.intervals_s) == seen[-window:]
+        assert policy.typical_checkpoint_age_s == typical_checkpoint_age_s(seen[-window:])

@@ -43,7 +43,7 @@ can free the GPUs).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final
 
@@ -65,10 +65,18 @@ def typical_checkpoint_age_s(
     the median (the lower one, an observed value) resists a few odd reporters. Without any
     interval observed yet, `default_s`.
     """
-    ordered = sorted(i for i in intervals_s if i > 0)
-    if not ordered:
+    return typical_age_of_sorted(sorted(i for i in intervals_s if i > 0), default_s)
+
+
+def typical_age_of_sorted(
+    ordered_s: Sequence[int], default_s: int = DEFAULT_TYPICAL_CHECKPOINT_AGE_S
+) -> int:
+    """`typical_checkpoint_age_s` of positive intervals already in ascending order: O(1), for a
+    learner that keeps its window sorted as intervals come and go (`core.checkpoint_ages`)
+    instead of sorting it at every report."""
+    if not ordered_s:
         return default_s
-    return max(1, ordered[(len(ordered) - 1) // 2] // 2)
+    return max(1, ordered_s[(len(ordered_s) - 1) // 2] // 2)
 
 
 @dataclass(frozen=True, slots=True)
