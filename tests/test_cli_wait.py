@@ -10,7 +10,10 @@ import pytest
 import typer
 
 from lowcostgpu.cli.wait import BACK, DOWN, detached_line, eta_text, launched_line, wait
-from lowcostgpu.client.api import Client, Event, Instance, Reconnecting, ServerDown
+from lowcostgpu.client.api import Client
+from lowcostgpu.client.http_errors import ServerDown
+from lowcostgpu.client.reconnecting import Reconnecting
+from lowcostgpu.client.records import Event, Instance
 from lowcostgpu.domain.elapsed import elapsed
 from lowcostgpu.domain.errors import InvalidRequest, Unavailable
 

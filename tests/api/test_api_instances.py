@@ -6,7 +6,8 @@ import httpx
 import pytest
 from api_server import Api
 
-from lowcostgpu.client.api import Client, Instance
+from lowcostgpu.client.api import Client
+from lowcostgpu.client.records import Instance
 from lowcostgpu.domain.errors import InsufficientCapacity, NotFound
 from waiting import wait_until
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from api_server import Api, serving
 
-from lowcostgpu.client.api import Client, Instance
+from lowcostgpu.client.api import Client
+from lowcostgpu.client.records import Instance
 from lowcostgpu.core.retries import RetryPolicy
 from lowcostgpu.ports.runtime import Runtime, WorkloadStart
 

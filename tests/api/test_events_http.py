@@ -16,7 +16,8 @@ import httpx
 import pytest
 from api_server import Api
 
-from lowcostgpu.client.api import Client, Event
+from lowcostgpu.client.api import Client
+from lowcostgpu.client.records import Event
 from lowcostgpu.domain.errors import InvalidRequest
 from waiting import wait_until
 

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from lowcostgpu.api.log_follow import run_allocation
 from lowcostgpu.cli.main import app
-from lowcostgpu.client.api import Client, Instance
+from lowcostgpu.client.api import Client
+from lowcostgpu.client.records import Instance
 from lowcostgpu.core.instance_state import InstanceState, Run
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.errors import InvalidRequest, NotFound

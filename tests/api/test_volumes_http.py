@@ -11,7 +11,8 @@ from api_server import Api
 from typer.testing import CliRunner
 
 from lowcostgpu.cli.main import app
-from lowcostgpu.client.api import Client, VolumeApi
+from lowcostgpu.client.api import Client
+from lowcostgpu.client.volumes import VolumeApi
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from waiting import wait_until
 

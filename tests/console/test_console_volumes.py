@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from console_server import Server, sign_in
 
-from lowcostgpu.client.api import VolumeApi
+from lowcostgpu.client.volumes import VolumeApi
 from lowcostgpu.domain.errors import Conflict
 from waiting import wait_until
 

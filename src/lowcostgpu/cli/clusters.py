@@ -20,7 +20,7 @@ from lowcostgpu.cli.context import (
     print_json,
     width,
 )
-from lowcostgpu.client.api import ClusterApi
+from lowcostgpu.client.clusters import ClusterApi
 
 cluster_app = typer.Typer(
     help="Clusters: standard nodes (never preempted) and a preemptible target that refills.",

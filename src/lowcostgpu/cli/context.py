@@ -21,7 +21,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from lowcostgpu.client.api import Client, ClusterApi
+from lowcostgpu.client.api import Client
+from lowcostgpu.client.clusters import ClusterApi
 from lowcostgpu.domain.errors import InvalidRequest, LowcostgpuError, NotFound, Unauthenticated
 
 DEFAULT_URL = "http://127.0.0.1:8080"

@@ -23,7 +23,8 @@ from lowcostgpu.cli.context import (
     print_json,
 )
 from lowcostgpu.cli.timeline import elapsed
-from lowcostgpu.client.api import Client, Event
+from lowcostgpu.client.api import Client
+from lowcostgpu.client.records import Event
 
 PAGE = 1000
 EXAMPLES = examples(

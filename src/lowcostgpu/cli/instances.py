@@ -23,7 +23,7 @@ from lowcostgpu.cli.context import (
 )
 from lowcostgpu.cli.wait import launched_line
 from lowcostgpu.cli.wait import wait as wait_for
-from lowcostgpu.client.api import Instance
+from lowcostgpu.client.records import Instance
 from lowcostgpu.domain.errors import IllegalTransition, InvalidRequest
 from lowcostgpu.domain.status import INSTANCE_TRANSITIONS, InstanceStatus
 

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from decimal import Decimal
 
 from lowcostgpu.cli import format as fmt
-from lowcostgpu.client.api import Client, Event, Instance
+from lowcostgpu.client.api import Client
+from lowcostgpu.client.records import Event, Instance
 from lowcostgpu.domain.elapsed import elapsed
 
 __all__ = ["FINAL", "Timeline", "elapsed", "gpu_hours"]

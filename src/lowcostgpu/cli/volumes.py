@@ -22,7 +22,8 @@ from lowcostgpu.cli.context import (
     print_json,
     width,
 )
-from lowcostgpu.client.api import Instance, Volume, VolumeApi
+from lowcostgpu.client.records import Instance
+from lowcostgpu.client.volumes import Volume, VolumeApi
 from lowcostgpu.domain.volumes import parse_size
 
 volumes_app = typer.Typer(

@@ -11,7 +11,7 @@ changes, so a log reads the same story. Why it is sturdy:
 - it follows with long-polls (`Timeline.poll(wait_s=…)`): an event of the instance answers at
   once, and between events one request per `LONG_POLL_S` refreshes the queue position;
 - a server that goes away (restart, refused or reset connections, 5xx) does not end the wait:
-  `client.api.Reconnecting` says so once, asks again, and says when it is back;
+  `client.reconnecting.Reconnecting` says so once, asks again, and says when it is back;
 - Ctrl-C detaches: the instance keeps running, and the line says how to follow it again.
 """
 
@@ -29,7 +29,9 @@ from rich.text import Text
 
 from lowcostgpu.cli import format as fmt
 from lowcostgpu.cli.timeline import FINAL, Timeline
-from lowcostgpu.client.api import RECONNECT_GIVE_UP_S, Client, Instance, Reconnecting
+from lowcostgpu.client.api import Client
+from lowcostgpu.client.reconnecting import RECONNECT_GIVE_UP_S, Reconnecting
+from lowcostgpu.client.records import Instance
 from lowcostgpu.domain.elapsed import elapsed
 
 LONG_POLL_S = 2.0  # the longest the status line waits for a change it is not told of

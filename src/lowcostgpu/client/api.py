@@ -1,133 +1,27 @@
 """A typed client of the lowcostgpu HTTP API (httpx), used by the CLI for everything it asks.
 
-HTTP errors come back as the control plane's own error tree (`domain.errors`), rebuilt from the
-JSON body's `code`, `message` and `hint`: callers branch on `NotFound`, `PaymentRequired`, … as
-they would in-process. A server that cannot be reached is `Unavailable` with one line saying how
-to start one.
+HTTP errors come back as the control plane's own error tree (`domain.errors`), rebuilt by
+`client.http_errors`: callers branch on `NotFound`, `PaymentRequired`, … as they would
+in-process. A server that cannot be reached is `Unavailable` with one line saying how to start
+one. The answers' shapes are in `client.records`; the cluster and volume endpoints are
+sub-clients on the same connection (`client.clusters`, `client.volumes`); a long follower's
+reconnecting is `client.reconnecting`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NotRequired, TypedDict, TypeVar, cast
-from urllib.parse import quote
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import httpx
 
+from lowcostgpu.client.http_errors import FOLLOW_RETRY_MAX_S, START_HINT, ServerDown, error_from
+from lowcostgpu.client.records import Account, CreatedAccount, Event, Instance, Json
 from lowcostgpu.domain import errors
 
-START_HINT = "start one with `make run` or `lowcostgpu serve` (or set LOWCOSTGPU_URL)"
 NEXT_CURSOR = "X-Next-Cursor"  # the header of a list page that is not the last
 PAGE_MAX = 500  # the most instances `GET /v1/instances` answers per page
-FOLLOW_RETRY_MAX_S = 30.0  # the longest a follower waits before asking again after a 429
-RECONNECT_GIVE_UP_S = 900.0  # how long a follower keeps asking a server that does not answer
-RECONNECT_PAUSES_S = (0.5, 1.0, 2.0, 5.0)  # between its tries (the last one repeats)
-T = TypeVar("T")
-
-ERROR_OF_CODE: dict[str, type[errors.LowcostgpuError]] = {
-    "invalid_request": errors.InvalidRequest,
-    "invalid_config": errors.ConfigError,
-    "not_found": errors.NotFound,
-    "conflict": errors.Conflict,
-    "illegal_transition": errors.IllegalTransition,
-    "stale_write": errors.StaleWrite,
-    "insufficient_capacity": errors.InsufficientCapacity,
-    "payment_required": errors.PaymentRequired,
-    "unauthenticated": errors.Unauthenticated,
-    "forbidden": errors.Forbidden,
-    "unavailable": errors.Unavailable,
-    "too_many_waiting": errors.Unavailable,  # for now: its details say when to ask again
-}
-ERROR_OF_STATUS: dict[int, type[errors.LowcostgpuError]] = {
-    400: errors.InvalidRequest,
-    401: errors.Unauthenticated,
-    402: errors.PaymentRequired,
-    403: errors.Forbidden,
-    404: errors.NotFound,
-    409: errors.Conflict,
-    422: errors.InvalidRequest,
-}
-
-
-class Queue(TypedDict):
-    position: int
-    gpus_ahead: int
-    eta_at: int | None
-    eta_s: int | None
-
-
-class Instance(TypedDict):
-    id: str
-    status: str
-    gpu: str
-    region: str
-    gpus: int
-    type: str
-    price_per_hour: str
-    restart_count: int
-    interruption_count: int
-    last_checkpoint_step: int | None
-    host_id: str | None
-    gpu_indices: list[int]
-    queue_position: int | None
-    queue: Queue | None
-    notice_at: int | None
-    deadline: int | None
-    exit_code: int | None
-    failure_reason: str | None
-    volume: str | None
-    created_at: int
-    volume_checkpoint_step: NotRequired[int | None]  # the launch answer: what the volume held
-
-
-class Event(TypedDict):
-    seq: int | None
-    at: int
-    type: str
-    reason: str
-    object_kind: str
-    object_id: str
-    message: str
-    data: dict[str, Any]
-
-
-class Account(TypedDict):
-    id: str
-    name: str
-    created_at: int
-    balance: str
-
-
-class CreatedAccount(Account):
-    api_key: str
-
-
-Json = dict[str, Any]
-
-
-class ServerDown(errors.Unavailable):
-    """The server does not answer for now: the connection is refused or reset, or it answers 5xx
-    (a restart, a store that is down). Worth asking again, unlike a 4xx."""
-
-
-def error_from(response: httpx.Response) -> errors.LowcostgpuError:
-    """The domain error a failed response stands for."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = {}
-    if not isinstance(body, dict):
-        body = {}
-    code = str(body.get("code", ""))
-    kind = ERROR_OF_CODE.get(code) or ERROR_OF_STATUS.get(response.status_code)
-    kind = kind or (errors.Unavailable if response.status_code >= 500 else errors.LowcostgpuError)
-    if response.status_code >= 500 and kind is errors.Unavailable:
-        kind = ServerDown
-    message = str(body.get("message") or f"HTTP {response.status_code} from {response.url}")
-    raw = body.get("details")
-    details: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    return kind(message, hint=body.get("hint"), **details)
 
 
 def _page_size(limit: int | None) -> int:
@@ -383,111 +277,3 @@ class Client:
     def topup(self, account_id: str, amount: str, reference: str | None = None) -> Account:
         body = {"amount": amount, "reference": reference}
         return cast(Account, self._call("POST", f"/v1/accounts/{account_id}/topup", json=body))
-
-
-class Reconnecting:
-    """Runs a call of a long follower (`launch --wait`) until the server answers it: while the
-    server is down (`ServerDown`, or a 429 that says when to ask again) it says so once
-    (`on_down`), asks again with growing pauses, says when it is back (`on_back`), and gives up
-    with one clear error after `give_up_s` without an answer. Other errors pass through."""
-
-    def __init__(
-        self,
-        on_down: Callable[[errors.Unavailable], None],
-        on_back: Callable[[], None],
-        give_up_s: float = RECONNECT_GIVE_UP_S,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.on_down, self.on_back, self.give_up_s = on_down, on_back, give_up_s
-        self.sleep, self.clock = sleep, clock
-
-    def call(self, fn: Callable[[], T]) -> T:
-        down_since: float | None = None
-        tries = 0
-        while True:
-            try:
-                result = fn()
-            except errors.Unavailable as exc:
-                retry_after = exc.details.get("retry_after_s")
-                if isinstance(retry_after, int | float) and not isinstance(exc, ServerDown):
-                    self.sleep(min(max(float(retry_after), 0.1), FOLLOW_RETRY_MAX_S))  # busy
-                    continue
-                if not isinstance(exc, ServerDown):
-                    raise
-                if down_since is None:
-                    down_since = self.clock()
-                    self.on_down(exc)
-                elif self.clock() - down_since > self.give_up_s:
-                    raise self._given_up(exc) from None
-                self.sleep(RECONNECT_PAUSES_S[min(tries, len(RECONNECT_PAUSES_S) - 1)])
-                tries += 1
-                continue
-            if down_since is not None:
-                self.on_back()
-            return result
-
-    def _given_up(self, exc: errors.Unavailable) -> errors.Unavailable:
-        return errors.Unavailable(
-            f"the server has not answered for {round(self.give_up_s)} s ({exc.message})",
-            hint="the instance keeps its place: follow it later with `lowcostgpu show ID`"
-            " or `lowcostgpu events --follow`",
-        )
-
-
-class ClusterApi:
-    """The cluster endpoints, on the same connection and error translation as `Client`."""
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
-    def create(self, **body: Any) -> Json:
-        return cast(Json, self._client._call("POST", "/v1/clusters", json=body))
-
-    def list(self, id_prefix: str | None = None) -> list[Json]:
-        params = {} if id_prefix is None else {"id_prefix": id_prefix}
-        return cast(list[Json], self._client._call("GET", "/v1/clusters", params=params))
-
-    def get(self, cluster_id: str) -> Json:
-        return cast(Json, self._client._call("GET", f"/v1/clusters/{cluster_id}"))
-
-    def update_target(self, cluster_id: str, desired_preemptible_gpus: int) -> Json:
-        body = {"desired_preemptible_gpus": desired_preemptible_gpus}
-        return cast(Json, self._client._call("PATCH", f"/v1/clusters/{cluster_id}", json=body))
-
-    def delete(self, cluster_id: str) -> Json:
-        return cast(Json, self._client._call("DELETE", f"/v1/clusters/{cluster_id}"))
-
-    def convert_node(self, cluster_id: str, node_id: str, compute_class: str) -> Json:
-        path = f"/v1/clusters/{cluster_id}/nodes/{node_id}/convert"
-        return cast(Json, self._client._call("POST", path, json={"compute_class": compute_class}))
-
-
-class Volume(TypedDict):
-    name: str
-    size_gb: int
-    created_at: int
-    resized_at: int | None
-    in_use_by: list[str]
-    checkpoint_step: int | None
-
-
-class VolumeApi:
-    """The volume endpoints, on the same connection and error translation as `Client`."""
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
-    def list(self) -> list[Volume]:
-        return cast(list[Volume], self._client._call("GET", "/v1/volumes"))
-
-    def get(self, name: str) -> Volume:
-        return cast(Volume, self._client._call("GET", f"/v1/volumes/{quote(name, safe='')}"))
-
-    def resize(self, name: str, size_gb: int) -> Volume:
-        path = f"/v1/volumes/{quote(name, safe='')}"
-        return cast(Volume, self._client._call("PATCH", path, json={"size_gb": size_gb}))
-
-    def delete(self, name: str) -> Volume:
-        return cast(Volume, self._client._call("DELETE", f"/v1/volumes/{quote(name, safe='')}"))
