@@ -31,7 +31,7 @@ from typing import Any
 from lowcostgpu.core.fairness import FairLeastWorkLost
 from lowcostgpu.core.policies import DEFAULT_POLICY_NAME
 from lowcostgpu.core.scheduler import SchedulerConfig
-from lowcostgpu.core.victims import VictimPolicy
+from lowcostgpu.core.victim_policy import VictimPolicy
 from lowcostgpu.sim.clairvoyant import CLAIRVOYANT, CLAIRVOYANT_FAIR, Clairvoyant
 from lowcostgpu.sim.command import (
     HIDING_SHARE,

@@ -14,7 +14,7 @@ from lowcostgpu.core.checkpoint_ages import CheckpointAges
 from lowcostgpu.core.fairness import FairLeastWorkLost, typical_checkpoint_age_s
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.core.scheduler import SchedulerConfig
-from lowcostgpu.core.victims import LEAST_WORK_LOST
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import CapacityClass
 
 RUNNING = InstanceState(

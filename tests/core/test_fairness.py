@@ -19,7 +19,7 @@ from lowcostgpu.core.fairness import (
 from lowcostgpu.core.policies import DEFAULT_POLICY_NAME, policy_by_name
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot
-from lowcostgpu.core.victims import LEAST_WORK_LOST, VictimPolicy
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST, VictimPolicy
 from lowcostgpu.domain.capacity import ALLOCATION_GRACE_PERIOD_S, Allocation
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest
 

@@ -21,7 +21,7 @@ from lowcostgpu.core.lifecycle import (
 from lowcostgpu.core.metering import instance_gpu_spans, meter
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.core.snapshot import FleetSnapshot
-from lowcostgpu.core.victims import LEAST_WORK_LOST
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import Reason

@@ -9,6 +9,7 @@ from fleet_builders import alloc, feasible_victim_sets, host, on_demand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lowcostgpu.core.host_victims import NEVER, is_protected
 from lowcostgpu.core.policies import (
     POLICY_NAMES,
     LowestPriority,
@@ -19,7 +20,7 @@ from lowcostgpu.core.policies import (
 )
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot
-from lowcostgpu.core.victims import LEAST_WORK_LOST, NEVER, VictimPolicy, is_protected
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST, VictimPolicy
 from lowcostgpu.domain.capacity import Allocation
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest
 

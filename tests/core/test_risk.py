@@ -15,7 +15,7 @@ from lowcostgpu.core.lifecycle import CheckpointReported, WorkloadExited, Worklo
 from lowcostgpu.core.risk import MAX_ARRIVALS, PoolRisk, recent, under_pressure, with_arrival
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.core.snapshot import FleetSnapshot
-from lowcostgpu.core.victims import LEAST_WORK_LOST
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus, NodeStatus

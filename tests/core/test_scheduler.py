@@ -9,7 +9,7 @@ from fleet_builders import POOL, alloc, host, on_demand
 
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot, apply_plan, release
-from lowcostgpu.core.victims import LEAST_WORK_LOST
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import PoolKey
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
 

@@ -11,16 +11,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from lowcostgpu.core.fairness import FairLeastWorkLost
+from lowcostgpu.core.host_victims import NEVER, is_protected
 from lowcostgpu.core.queue import schedule_queue
 from lowcostgpu.core.scheduler import SchedulerConfig, place_on_demand
 from lowcostgpu.core.snapshot import FleetSnapshot, apply_plan, enqueue, release, update_allocation
-from lowcostgpu.core.victims import (
-    LEAST_WORK_LOST,
-    NEVER,
-    VictimPolicy,
-    is_protected,
-    shield_of,
-)
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST, VictimPolicy, shield_of
 from lowcostgpu.domain.capacity import Allocation
 from lowcostgpu.domain.errors import InsufficientCapacity
 

@@ -19,17 +19,11 @@ from hypothesis import strategies as st
 
 from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.host_state import HostState
+from lowcostgpu.core.host_victims import NEVER, VictimChoice, cheapest_on_host
 from lowcostgpu.core.policies import LowestPriority, SeededRandom, YoungestFirst
 from lowcostgpu.core.snapshot import FleetSnapshot
-from lowcostgpu.core.victims import (
-    LEAST_WORK_LOST,
-    NEVER,
-    VictimChoice,
-    VictimPolicy,
-    cheapest_on_host,
-    choose_victims,
-    shield_of,
-)
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST, VictimPolicy, shield_of
+from lowcostgpu.core.victims import choose_victims
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 
 _Cand = tuple[int, int, int, str, int, Allocation]

@@ -8,7 +8,7 @@ from sim_builders import OD, job, run
 from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.scheduler import SchedulerConfig
-from lowcostgpu.core.victims import LEAST_WORK_LOST
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import Allocation, CapacityClass, PoolKey
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.sim.clairvoyant import Clairvoyant, reference_policy

@@ -10,7 +10,7 @@ from sim_builders import OD, POOL, job
 
 from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.core.scheduler import SchedulerConfig
-from lowcostgpu.core.victims import LEAST_WORK_LOST
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import Host
 from lowcostgpu.sim.jobs import Trace, sorted_jobs
 from lowcostgpu.sim.metrics import percentile, summarise

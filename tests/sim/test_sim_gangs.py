@@ -10,7 +10,7 @@ from sim_builders import IR, OD, POOL, job, run
 
 from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.core.scheduler import SchedulerConfig
-from lowcostgpu.core.victims import LEAST_WORK_LOST
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import Host
 from lowcostgpu.domain.errors import ConfigError
 from lowcostgpu.sim.jobs import Job

@@ -8,9 +8,9 @@ a bad victim choice. The rule lives here once, pure, so that the server's ledger
 
 **When**: at the drained run's end — the `Interrupted` event of an *instance*, when its workload
 exited by itself after the `Preempted` notice or was killed at the deadline
-(`core.lifecycle._finish_drain`). Only then is it known whether the workload saved in its grace.
-A user's stop ends in `Stopped`, never `Interrupted`: it loses nothing the customer did not ask
-for. A cluster node never reports checkpoints to the plane and has no `Interrupted` event of an
+(`core.instance_drain._finish_drain`). Only then is it known whether the workload saved in its
+grace. A user's stop ends in `Stopped`, never `Interrupted`: it loses nothing the customer did not
+ask for. A cluster node never reports checkpoints to the plane and has no `Interrupted` event of an
 instance: it is never credited.
 
 **How much** (`lost_work_credit_gpu_s`), from what the customer *reported*, as known at the end:
@@ -137,8 +137,8 @@ def _billed_run(
     inst: InstanceState, allocation_id: object, notice_at: Timestamp | None
 ) -> Run | None:
     """The drained allocation's run, when it had started: billing closed it at the notice
-    (`core.lifecycle._begin_drain`). A new run cannot start in the step that ended this one, so
-    it is the last run; none when the workload was reclaimed before it started."""
+    (`core.instance_drain._begin_drain`). A new run cannot start in the step that ended this one,
+    so it is the last run; none when the workload was reclaimed before it started."""
     if not inst.runs or notice_at is None:
         return None
     run = inst.runs[-1]

@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final
 
 from lowcostgpu.core.host_state import SAVER_MARK, SAVER_SPAN, HostState, saver_save_s
-from lowcostgpu.core.victims import NO_UNPROTECTED_SET
+from lowcostgpu.core.victim_policy import NO_UNPROTECTED_SET
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest
 
@@ -126,7 +126,7 @@ class FairLeastWorkLost:
     band_pct: int | None = 0
     band_slack_s: int = 120
     name: str = "fair-least-work-lost"
-    pure_cost: ClassVar[bool] = True  # `core.victims.VictimPolicy`
+    pure_cost: ClassVar[bool] = True  # `core.victim_policy.VictimPolicy`
 
     def __post_init__(self) -> None:
         for field_name in (

@@ -1,11 +1,11 @@
 """The instance record, and the building blocks every lifecycle transition is made of.
 
-`core.lifecycle` is the transition table: one function per event, each deciding what the event
-means in the instance's status. What those functions share lives here — the record itself, the
-checked status change, the event an instance emits, freeing its GPUs, closing a run's billing —
-so that the table reads as a list of decisions and every change of status or allocation is made
-the same way. `core.lifecycle` re-exports `InstanceState` and `Run`: the record is part of its
-vocabulary.
+`core.lifecycle` is the transition table (with the drain's handlers in `core.instance_drain`):
+one function per event, each deciding what the event means in the instance's status. What those
+functions share lives here — the record itself, the checked status change, the event an instance
+emits, freeing its GPUs, closing a run's billing — so that the table reads as a list of decisions
+and every change of status or allocation is made the same way. `core.lifecycle` re-exports
+`InstanceState` and `Run`: the record is part of its vocabulary.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import ClassVar, Final
 
 from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.host_state import HostState
-from lowcostgpu.core.victims import LEAST_WORK_LOST, NO_UNPROTECTED_SET, VictimPolicy
+from lowcostgpu.core.victim_policy import LEAST_WORK_LOST, NO_UNPROTECTED_SET, VictimPolicy
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest
 
@@ -52,7 +52,7 @@ class YoungestFirst:
     """
 
     name: str = "youngest-first"
-    pure_cost: ClassVar[bool] = True  # `core.victims.VictimPolicy`
+    pure_cost: ClassVar[bool] = True  # `core.victim_policy.VictimPolicy`
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         return alloc.runtime_s(now)
@@ -82,7 +82,7 @@ class LowestPriority:
 
     seed: int = 0
     name: str = "lowest-priority"
-    pure_cost: ClassVar[bool] = True  # `core.victims.VictimPolicy`
+    pure_cost: ClassVar[bool] = True  # `core.victim_policy.VictimPolicy`
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         rank = min(max(alloc.priority + PRIORITY_OFFSET, 0), _PRIORITY_MAX)
@@ -107,7 +107,7 @@ class SeededRandom:
 
     seed: int = 0
     name: str = "random"
-    pure_cost: ClassVar[bool] = True  # `core.victims.VictimPolicy`
+    pure_cost: ClassVar[bool] = True  # `core.victim_policy.VictimPolicy`
 
     def cost(self, alloc: Allocation, now: Timestamp) -> int:
         return seeded_draw(self.seed, alloc.id)

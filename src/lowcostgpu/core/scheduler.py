@@ -16,12 +16,8 @@ from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST
 from lowcostgpu.core.host_state import HostState
 from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.core.state import Placement, Plan, Preemption, Request
-from lowcostgpu.core.victims import (
-    VictimPolicy,
-    VictimSearch,
-    choose_victims,
-    history_aware,
-)
+from lowcostgpu.core.victim_policy import VictimPolicy, history_aware
+from lowcostgpu.core.victims import VictimSearch, choose_victims
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 from lowcostgpu.domain.errors import InsufficientCapacity, InvalidRequest, NotFound
 

@@ -10,285 +10,30 @@ A victim set is compared by one lexicographic key, smallest first:
 4. how recently the set's most recently interrupted member was interrupted (least recent first),
 5. the victims' ids (a deterministic tie-break).
 
-Policies are pure, with no randomness of their own: a policy that wants to look random hashes a
-seed with the allocation id, so the same inputs always give the same victims.
+This module is the fleet-wide walk: which hosts to search, best first, and when to stop. The
+best set on one host is `core.host_victims`; what a policy must provide (its cost and bounds) and
+`LeastWorkLost` are `core.victim_policy`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from itertools import accumulate
 from operator import itemgetter
-from typing import ClassVar, Protocol, cast
+from typing import cast
 
-from lowcostgpu.core.host_state import SAVER_MARK, SAVER_SPAN, HostState
-from lowcostgpu.domain.capacity import Allocation, Timestamp
-
-NEVER = -1  # the "last interrupted at" of an allocation never interrupted: older than any time
-NO_UNPROTECTED_SET = 2**62  # a bound that says: only sets with protected victims exist here
-
-
-class VictimPolicy(Protocol):
-    """The cost of reclaiming one allocation now; the set's cost is the sum."""
-
-    @property
-    def name(self) -> str: ...
-
-    def cost(self, alloc: Allocation, now: Timestamp) -> int:
-        """A non-negative cost; lower means a better victim."""
-        ...
-
-    def describe(self, cost: int) -> str:
-        """The cost in words, for the `Preempted` event."""
-        ...
-
-    # A policy may also say `pure_cost = True` (a class attribute): its cost and shield are
-    # functions of the allocation, `now` and the policy's own fields only, so a victim search
-    # may be remembered for the same host state at the same moment (`choose_victims`). Without
-    # it (a policy that reads the world outside, like the simulator's clairvoyant yardstick)
-    # every search is made afresh.
-
-    def lower_bound(
-        self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
-    ) -> int:
-        """A lower bound on the cost of any set of victims that started at or before
-        `started_by` (so none is protected) and frees `deficit` GPUs on `host`.
-
-        It lets the search skip hosts that cannot beat an unprotected choice already found.
-        Return `NO_UNPROTECTED_SET` when no such set exists on the host, and 0 when the policy
-        has no useful bound: every host is then examined.
-        """
-        ...
-
-    def order_bound(self, host: HostState, deficit: int, now: Timestamp) -> int:
-        """A lower bound that never decreases along the hosts' order by newest mark.
-
-        The search walks hosts in that order and stops once this bound passes the best choice.
-        Return 0 when the policy's cost does not follow that order: then every host is examined.
-        """
-        ...
-
-
-class HistoryAwarePolicy(Protocol):
-    """What a policy that weighs interruption history adds (`core.fairness`): a hard shield for
-    some allocations, and a per-victim explanation for the `Preempted` event."""
-
-    def shields(self, alloc: Allocation, now: Timestamp, min_runtime_s: int) -> bool:
-        """True when the allocation must not be reclaimed now, whatever else happens."""
-        ...
-
-    def explain_victim(self, alloc: Allocation, now: Timestamp) -> str:
-        """Why this victim costs what it costs, in words."""
-        ...
-
-
-Shield = Callable[[Allocation, Timestamp, int], bool]
-# The least one GPU with this (progress mark, start) can cost at `now` under a policy.
-GpuFloor = Callable[[Timestamp, Timestamp, Timestamp], int]
-
-
-def gpu_floor_of(policy: VictimPolicy) -> GpuFloor | None:
-    """The policy's per-GPU floor (`gpu_floor_s`), if it has one: it sharpens tie skipping."""
-    floor: GpuFloor | None = getattr(policy, "gpu_floor_s", None)
-    return floor
-
-
-def history_aware(policy: VictimPolicy) -> HistoryAwarePolicy | None:
-    """The policy's history hooks, if it has them.
-
-    A plain attribute check: `isinstance` against a runtime-checkable Protocol walks the
-    protocol's attributes on every call, which showed in the scheduler's profile.
-    """
-    return cast(HistoryAwarePolicy, policy) if hasattr(policy, "explain_victim") else None
-
-
-def shield_of(policy: VictimPolicy) -> Shield | None:
-    aware = history_aware(policy)
-    return aware.shields if aware is not None else None
-
-
-@dataclass(frozen=True, slots=True)
-class LeastWorkLost:
-    """DESIGN.md §1: the work a reclaim loses, GPU-seconds since the last reported checkpoint
-    (a workload that believably saves at a notice loses its save time instead:
-    `Allocation.lost_at_notice_gpu_s`)."""
-
-    name: str = "least-work-lost"
-    pure_cost: ClassVar[bool] = True  # see `VictimPolicy`
-
-    def cost(self, alloc: Allocation, now: Timestamp) -> int:
-        return alloc.lost_at_notice_gpu_s(now)
-
-    def describe(self, cost: int) -> str:
-        return f"{cost} GPU-s of work lost (since the last checkpoint, or saving at the notice)"
-
-    def lower_bound(
-        self, host: HostState, deficit: int, now: Timestamp, started_by: Timestamp
-    ) -> int:
-        """Each freed GPU loses at least `now − mark` of the latest marks on the host (a
-        believed saver's mark holds its save time: exactly that, `core.host_state.saver_mark`)."""
-        if host.reclaimable_gpus and host.mark_prefix[1] >= SAVER_MARK:  # savers here
-            floors = [
-                self.gpu_floor_s(mark, started_at, now)
-                for mark, started_at in host.gpu_marks
-                if started_at <= started_by
-            ]
-            return sum(sorted(floors)[:deficit]) if len(floors) >= deficit else NO_UNPROTECTED_SET
-        if host.newest_start is not None and host.newest_start <= started_by:
-            return max(0, deficit * now - host.mark_prefix[deficit])
-        total, taken = 0, 0
-        for mark, started_at in host.gpu_marks:
-            if started_at <= started_by:
-                total, taken = total + mark, taken + 1
-                if taken == deficit:
-                    return max(0, deficit * now - total)
-        return NO_UNPROTECTED_SET
-
-    def gpu_floor_s(self, mark: Timestamp, started_at: Timestamp, now: Timestamp) -> int:
-        if mark >= SAVER_MARK:
-            return SAVER_MARK + SAVER_SPAN - mark
-        return max(0, now - mark)
-
-    def order_bound(self, host: HostState, deficit: int, now: Timestamp) -> int:
-        """No GPU on a host loses less than the time since the host's newest mark."""
-        mark = host.newest_mark
-        return 0 if mark is None else max(0, deficit * (now - mark))
-
-
-LEAST_WORK_LOST = LeastWorkLost()
-
-
-@dataclass(frozen=True, slots=True)
-class VictimChoice:
-    """The cheapest victim set on one host, with its comparison key."""
-
-    host: HostState
-    victims: tuple[Allocation, ...]
-    protected: int
-    cost: int
-    most_recent_interruption: Timestamp
-
-    @property
-    def key(self) -> tuple[int, int, int, Timestamp, tuple[str, ...], str]:
-        return (
-            self.protected,
-            self.cost,
-            len(self.victims),
-            self.most_recent_interruption,
-            tuple(sorted(v.id for v in self.victims)),
-            self.host.host.id,
-        )
-
-
-# A candidate victim as the search compares it: (protected, cost, recency, id, gpus, allocation).
-_Candidate = tuple[int, int, Timestamp, str, int, Allocation]
-# A partial victim set's comparison key, as in `VictimChoice.key` less the host.
-_SetKey = tuple[int, int, int, Timestamp, tuple[str, ...]]
-
-
-def is_protected(alloc: Allocation, now: Timestamp, min_runtime_s: int) -> bool:
-    """Inside its minimum runtime: started (or restarted) less than `min_runtime_s` ago."""
-    return alloc.started_at > now - min_runtime_s
-
-
-def cheapest_on_host(
-    host: HostState,
-    gpus_needed: int,
-    now: Timestamp,
-    policy: VictimPolicy,
-    min_runtime_s: int,
-    shield: Shield | None = None,
-) -> VictimChoice | None:
-    """The best minimal set of victims on `host` that frees enough GPUs, or None.
-
-    Allocations the `shield` names are not candidates at all. The two commonest cases are
-    answered without the search (and give what it gives): one GPU short, the best set is the
-    first candidate alone; short of all the candidates' GPUs, the set of all of them.
-    """
-    deficit = gpus_needed - host.free
-    if deficit <= 0:
-        return None
-    cutoff = now - min_runtime_s
-    candidates: list[_Candidate] = sorted(
-        (
-            int(a.started_at > cutoff),
-            policy.cost(a, now),
-            NEVER if a.last_interrupted_at is None else a.last_interrupted_at,
-            a.id,
-            a.gpus,
-            a,
-        )
-        for a in host.allocations
-        if a.preemptible
-        and not a.draining
-        and (shield is None or not shield(a, now, min_runtime_s))
-    )
-    total = sum(c[4] for c in candidates)
-    if total < deficit:
-        return None
-    if deficit == 1:  # every candidate alone is a cover, and the first one's key is the least
-        chosen: tuple[_Candidate, ...] = (candidates[0],)
-    elif total == deficit:  # only all of them together free enough
-        chosen = tuple(candidates)
-    else:
-        best: list[tuple[_SetKey, tuple[_Candidate, ...]]] = []
-        after = [*accumulate(c[4] for c in reversed(candidates))][::-1]
-        _search(candidates, after, deficit, 0, (), 0, 0, 0, best)
-        chosen = best[0][1]
-    key = _set_key(chosen)
-    return VictimChoice(host, tuple(c[5] for c in chosen), key[0], key[1], key[3])
-
-
-def _set_key(chosen: tuple[_Candidate, ...]) -> _SetKey:
-    return (
-        sum(c[0] for c in chosen),
-        sum(c[1] for c in chosen),
-        len(chosen),
-        max(c[2] for c in chosen),
-        tuple(sorted(c[3] for c in chosen)),
-    )
-
-
-def _search(
-    candidates: Sequence[_Candidate],
-    gpus_from: Sequence[int],
-    deficit: int,
-    start: int,
-    chosen: tuple[_Candidate, ...],
-    covered: int,
-    protected: int,
-    cost: int,
-    best: list[tuple[_SetKey, tuple[_Candidate, ...]]],
-) -> None:
-    """Depth-first over subsets, in order of (protected, cost): a branch ends once it covers the
-    deficit (so only minimal covers are compared), once it cannot beat the best found, or once
-    the candidates left (`gpus_from[i]`: the GPUs of candidates i… together) cannot cover it."""
-    for i in range(start, len(candidates)):
-        if covered + gpus_from[i] < deficit:
-            break  # no set of the candidates left covers it
-        cand = candidates[i]
-        c_protected, c_cost = protected + cand[0], cost + cand[1]
-        if best and (c_protected, c_cost) > best[0][0][:2]:
-            break  # candidates are sorted: every later one costs at least as much
-        now_chosen = (*chosen, cand)
-        if covered + cand[4] >= deficit:
-            key = _set_key(now_chosen)
-            if not best or key < best[0][0]:
-                best[:] = [(key, now_chosen)]
-        else:
-            _search(
-                candidates,
-                gpus_from,
-                deficit,
-                i + 1,
-                now_chosen,
-                covered + cand[4],
-                c_protected,
-                c_cost,
-                best,
-            )
+from lowcostgpu.core.host_state import HostState
+from lowcostgpu.core.host_victims import VictimChoice, cheapest_on_host
+from lowcostgpu.core.victim_policy import (
+    NO_UNPROTECTED_SET,
+    GpuFloor,
+    Shield,
+    VictimPolicy,
+    gpu_floor_of,
+    shield_of,
+)
+from lowcostgpu.domain.capacity import Timestamp
 
 
 def _cheapest_once(

@@ -28,7 +28,7 @@ from typing import Final
 
 from lowcostgpu.core.fairness import FAIR_LEAST_WORK_LOST, FairLeastWorkLost
 from lowcostgpu.core.host_state import HostState
-from lowcostgpu.core.victims import NO_UNPROTECTED_SET
+from lowcostgpu.core.victim_policy import NO_UNPROTECTED_SET
 from lowcostgpu.domain.capacity import Allocation, Timestamp
 from lowcostgpu.domain.errors import InvalidRequest
 

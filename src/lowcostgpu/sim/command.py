@@ -22,7 +22,7 @@ from typing import Any
 from lowcostgpu.adapters.files import load_catalog, load_fleet
 from lowcostgpu.core.policies import POLICY_NAMES, policy_by_name
 from lowcostgpu.core.scheduler import SchedulerConfig
-from lowcostgpu.core.victims import VictimPolicy
+from lowcostgpu.core.victim_policy import VictimPolicy
 from lowcostgpu.domain.catalog import Catalog, parse_catalog
 from lowcostgpu.domain.errors import ConfigError, InvalidRequest
 from lowcostgpu.domain.fleet import gpus_per_pool
