@@ -39,7 +39,7 @@ from lowcostgpu.app import operator_stats as stats
 from lowcostgpu.app.plane import PlaneConfig
 from lowcostgpu.core.metering import UsageRecord
 from lowcostgpu.domain.capacity import CapacityClass
-from lowcostgpu.ports.store import Commit, LedgerEntry
+from lowcostgpu.ports.store_records import Commit, LedgerEntry
 from plane_support import PG_URL, pg_schema
 
 INTERVAL_S = 60

@@ -4,6 +4,9 @@
     git show HEAD:src/lowcostgpu/adapters/store/codec.py > /tmp/codec_old.py
     .venv/bin/python bench/codec.py --against /tmp/codec_old.py   # an older codec too
 
+`--against` loads one file. A codec.py from before the decoders moved to codec_decoders.py
+holds its own; a later one decodes with the codec_decoders.py checked out here.
+
 Two realistic rows: a running instance three runs in (two closed, one open; a checkpoint, an
 interruption behind it) and a queued one (defaults, as the engine enqueues it). Every row the
 store keeps is written with every field, so both texts hold all 29 fields. `loads` includes

@@ -29,7 +29,7 @@ from lowcostgpu.adapters.store import SqlStore
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.adapters.store.engine import WRITE, create_engine, parse_url
 from lowcostgpu.adapters.store.rows import exact_sum, ledger_amount, ledger_row
-from lowcostgpu.ports.store import Commit, LedgerEntry
+from lowcostgpu.ports.store_records import Commit, LedgerEntry
 from plane_support import pg_schema  # bench/ is on the path of a bench script
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"

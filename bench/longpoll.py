@@ -41,7 +41,8 @@ from lowcostgpu.app.accounts import Accounts
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.bootstrap.serve import ServeOptions, build
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import Commit
 
 sys.path.insert(0, str(Path(__file__).parent))
 from plane_support import free_port, load1, rss_mb

@@ -38,7 +38,8 @@ from lowcostgpu.core.metering import MeterKey, closed_until
 from lowcostgpu.core.snapshot import allocation_id_for
 from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey, Timestamp
 from lowcostgpu.ports.runtime import WorkloadReport, WorkloadStart
-from lowcostgpu.ports.store import Commit, InstanceWrite, LaunchRecord, LedgerEntry, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import Commit, InstanceWrite, LaunchRecord, LedgerEntry
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 POOL = PoolKey("eu-west", "a100-sxm4")

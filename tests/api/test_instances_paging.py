@@ -22,7 +22,7 @@ from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import Commit, InstanceWrite, LaunchRecord
+from lowcostgpu.ports.store_records import Commit, InstanceWrite, LaunchRecord
 
 S = InstanceStatus
 # n, created_at, status: ties at 1001 and 1003; one deleted.

@@ -14,7 +14,8 @@ import pytest
 from lowcostgpu.adapters.store.memory import MemoryStore
 from lowcostgpu.api import longpoll
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import Commit
 
 T = TypeVar("T")
 DEADLINE_S = 30.0  # how long a test waits for a state that must come (a loaded machine too)

@@ -11,7 +11,7 @@ from lowcostgpu.adapters.store.memory import MemoryStore
 from lowcostgpu.app import accounts as accounts_module
 from lowcostgpu.app.accounts import KEY_CACHE_S, Accounts, Principal, hash_key
 from lowcostgpu.domain.errors import Unauthenticated
-from lowcostgpu.ports.store import ApiKeyRecord
+from lowcostgpu.ports.store_records import ApiKeyRecord
 
 
 class Ids:

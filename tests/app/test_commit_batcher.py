@@ -18,7 +18,8 @@ from lowcostgpu.app.commit_batcher import Applied, CommitBatcher, joined, keys_o
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.domain.errors import InsufficientCapacity, StaleWrite
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import Commit, EventRecord, StoredInstance
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import Commit, StoredInstance
 from waiting import wait_until
 
 _I = InstanceStatus

@@ -14,7 +14,7 @@ from lowcostgpu.app.effects import Outcome
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus, NodeStatus
-from lowcostgpu.ports.store import Commit, OutboxEntry
+from lowcostgpu.ports.store_records import Commit, OutboxEntry
 
 _I = InstanceStatus
 GRACE = 30

@@ -15,7 +15,7 @@ from lowcostgpu.domain.errors import InvalidRequest, Unavailable
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.runtime import VolumeMount, WorkloadStart
-from lowcostgpu.ports.store import OutboxEntry
+from lowcostgpu.ports.store_records import OutboxEntry
 
 _I = InstanceStatus
 ERRORS: list[tuple[Exception, str]] = [

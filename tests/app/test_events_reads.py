@@ -11,7 +11,8 @@ from lowcostgpu.adapters.store.memory import MemoryStore
 from lowcostgpu.app import events as event_log
 from lowcostgpu.domain import errors
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import Commit
 
 HISTORY = 5000  # events of other objects before the ones a reader wants
 

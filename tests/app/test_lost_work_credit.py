@@ -23,7 +23,8 @@ from lowcostgpu.app.loop import ReconcileLoop
 from lowcostgpu.cli import billing
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import Commit, LedgerEntry, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import Commit, LedgerEntry
 from waiting import wait_until
 
 NOTICE_AFTER_CHECKPOINT_S = 840  # 14 minutes of work since the last reported checkpoint

@@ -11,7 +11,8 @@ from lowcostgpu.core.engine import EngineState
 from lowcostgpu.core.metering import UsageRecord, UsageSpan
 from lowcostgpu.core.snapshot import FleetSnapshot
 from lowcostgpu.domain.capacity import CapacityClass
-from lowcostgpu.ports.store import EventRecord, LedgerEntry
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import LedgerEntry
 
 BASE = 1_700_000_040  # a multiple of 60
 

@@ -14,7 +14,8 @@ from lowcostgpu.core.rating import exact_amount
 from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import Commit
 
 T0 = 1_000_000 // 3600 * 3600  # an hour boundary before the world's clock
 

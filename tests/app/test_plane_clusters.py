@@ -13,7 +13,7 @@ from lowcostgpu.domain.errors import Conflict, InsufficientCapacity, InvalidRequ
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.domain.status import ClusterStatus, InstanceStatus, NodeStatus
 from lowcostgpu.ports.runtime import Runtime
-from lowcostgpu.ports.store import OutboxEntry
+from lowcostgpu.ports.store_records import OutboxEntry
 
 _N = NodeStatus
 

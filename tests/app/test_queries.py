@@ -13,7 +13,8 @@ from lowcostgpu.app.clusters import ClusterRequest
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.core.queue import QueueEntry
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import Commit
 
 GPU = POOL.gpu_type
 

@@ -12,7 +12,7 @@ from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.app.runtime_reports import ReportObserver
 from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.runtime import WorkloadReport
-from lowcostgpu.ports.store import Commit
+from lowcostgpu.ports.store_records import Commit
 
 
 class Recording(FakeRuntime):

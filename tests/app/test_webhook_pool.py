@@ -22,7 +22,8 @@ from lowcostgpu.adapters.store import MemoryStore, SqlStore
 from lowcostgpu.app.webhook_pool import WebhookPool
 from lowcostgpu.app.webhooks import WebhookPolicy, Webhooks
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord, Store
+from lowcostgpu.ports.store import EventRecord, Store
+from lowcostgpu.ports.store_records import Commit
 from lowcostgpu.ports.webhooks import SendResult
 
 POLICY = WebhookPolicy(poll_s=0.05, workers=4, per_account_workers=2)

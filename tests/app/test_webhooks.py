@@ -18,7 +18,8 @@ from lowcostgpu.adapters.clock import FixedClock
 from lowcostgpu.adapters.store import MemoryStore, SqlStore
 from lowcostgpu.app.webhooks import Webhooks
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord, Store
+from lowcostgpu.ports.store import EventRecord, Store
+from lowcostgpu.ports.store_records import Commit
 from lowcostgpu.ports.webhooks import SendResult, WebhookDelivery
 
 ACCOUNT = "acct-1"

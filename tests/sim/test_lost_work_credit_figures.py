@@ -19,7 +19,7 @@ from lowcostgpu.app.plane import PlaneConfig
 from lowcostgpu.bootstrap.wiring import wire
 from lowcostgpu.core.rating import to_money
 from lowcostgpu.domain.capacity import Host
-from lowcostgpu.ports.store import LedgerEntry
+from lowcostgpu.ports.store_records import LedgerEntry
 from lowcostgpu.sim.metrics import summarise
 from lowcostgpu.sim.report import FIGURES, TABLE_KEYS, credit_lines
 

@@ -23,7 +23,7 @@ from lowcostgpu.app.plane import ControlPlane
 from lowcostgpu.app.tokens import Tokens
 from lowcostgpu.domain import errors
 from lowcostgpu.ports.runtime import Runtime
-from lowcostgpu.ports.store import StoredInstance
+from lowcostgpu.ports.store_records import StoredInstance
 
 
 @dataclass

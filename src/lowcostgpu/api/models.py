@@ -20,7 +20,8 @@ from lowcostgpu.app.plane import ControlPlane
 from lowcostgpu.core.queue import QueueEntry
 from lowcostgpu.core.rating import invoice_of
 from lowcostgpu.domain.capacity import CapacityClass
-from lowcostgpu.ports.store import EventRecord, StoredInstance
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import StoredInstance
 
 
 class InstanceIn(BaseModel):

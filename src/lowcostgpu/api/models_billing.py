@@ -13,7 +13,7 @@ from lowcostgpu.app.accounts import TOPUP_AMOUNT_PATTERN
 from lowcostgpu.core.rating import Invoice, InvoiceLine, round_cents, to_money
 from lowcostgpu.domain.catalog import GpuType
 from lowcostgpu.domain.money import Money
-from lowcostgpu.ports.store import LedgerEntry
+from lowcostgpu.ports.store_records import LedgerEntry
 
 REFERENCE_GPU_HOURS = 100  # the price table shows the cost of 100 GPU-hours, as the product page
 

@@ -24,7 +24,7 @@ from lowcostgpu.app.events import MAX_SEQ
 from lowcostgpu.app.launch import LaunchRequest
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import StoredInstance
+from lowcostgpu.ports.store_records import StoredInstance
 
 router = APIRouter(prefix="/v1", tags=["instances"])
 LOG_LIMIT = log_follow.LOG_LIMIT

@@ -22,7 +22,8 @@ from decimal import Decimal
 from lowcostgpu.domain.errors import Forbidden, InvalidRequest, PaymentRequired, Unauthenticated
 from lowcostgpu.domain.money import parse_decimal
 from lowcostgpu.ports.clock import Clock, IdSource
-from lowcostgpu.ports.store import AccountRecord, ApiKeyRecord, Commit, LedgerEntry, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import AccountRecord, ApiKeyRecord, Commit, LedgerEntry
 
 KEY_PREFIX = "lcg_"
 ADMIN_KEY_PREFIX = "lcg_admin_"

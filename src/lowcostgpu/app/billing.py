@@ -32,7 +32,8 @@ from lowcostgpu.core.rating import rate, to_money
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.events import Reason, event_type_of
-from lowcostgpu.ports.store import Commit, EventRecord, LedgerEntry
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import Commit, LedgerEntry
 
 DEFAULT_LOW_BALANCE_USD = Decimal("1.00")
 

@@ -43,7 +43,7 @@ from typing import Any, Generic, TypeVar
 
 from lowcostgpu.domain.errors import StaleWrite
 from lowcostgpu.ports.records import WebhookChanges
-from lowcostgpu.ports.store import Commit
+from lowcostgpu.ports.store_records import Commit
 
 T = TypeVar("T")
 

@@ -39,7 +39,7 @@ from lowcostgpu.core.risk import NO_RISK
 from lowcostgpu.domain.capacity import PoolKey, Timestamp
 from lowcostgpu.domain.errors import StaleWrite, Unavailable
 from lowcostgpu.domain.status import NodeStatus
-from lowcostgpu.ports.store import Commit, OutboxEntry, VolumeRecord
+from lowcostgpu.ports.store_records import Commit, OutboxEntry, VolumeRecord
 
 MAX_ATTEMPTS = 5  # decisions retried after a StaleWrite before giving up
 Decided = tuple[Decision, Commit]  # a decision and the commit it was written as

@@ -18,9 +18,9 @@ from lowcostgpu.core.effects import Effect, EmitEvent
 from lowcostgpu.core.engine import EngineStep
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.domain.capacity import Timestamp
-from lowcostgpu.ports.store import (
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import (
     Commit,
-    EventRecord,
     InstanceWrite,
     LaunchRecord,
     OutboxEntry,

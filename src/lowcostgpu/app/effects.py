@@ -29,7 +29,8 @@ from lowcostgpu.domain.status import InstanceStatus
 from lowcostgpu.ports.clock import Clock
 from lowcostgpu.ports.nodes import NodeProvider
 from lowcostgpu.ports.runtime import Runtime, Volumes, WorkloadStart
-from lowcostgpu.ports.store import OutboxEntry, OutboxFailure, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import OutboxEntry, OutboxFailure
 
 log = logging.getLogger(__name__)
 

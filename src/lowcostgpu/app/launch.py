@@ -11,7 +11,7 @@ from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import InvalidRequest, NotFound
 from lowcostgpu.domain.volumes import parse_volume_spec
 from lowcostgpu.ports.runtime import Volumes
-from lowcostgpu.ports.store import LaunchRecord
+from lowcostgpu.ports.store_records import LaunchRecord
 from lowcostgpu.templates.registry import UnknownTemplate, command_for
 
 ENV_PREFIX_RESERVED = "LOWCOSTGPU_"

@@ -25,7 +25,8 @@ from lowcostgpu.core.engine import EngineState
 from lowcostgpu.core.lifecycle import InstanceState
 from lowcostgpu.domain.capacity import Host, Timestamp
 from lowcostgpu.domain.status import LIVE_INSTANCE_STATUSES, ClusterStatus, NodeStatus
-from lowcostgpu.ports.store import ClusterWrite, Commit, NodeWrite, Store, StoredInstance
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import ClusterWrite, Commit, NodeWrite, StoredInstance
 
 V = TypeVar("V")
 

@@ -38,7 +38,8 @@ from lowcostgpu.core.metering import (
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import InvalidRequest, NotFound
-from lowcostgpu.ports.store import Commit, EventRecord, LedgerEntry, Store, VolumeRecord
+from lowcostgpu.ports.store import EventRecord, Store
+from lowcostgpu.ports.store_records import Commit, LedgerEntry, VolumeRecord
 
 log = logging.getLogger(__name__)
 EVENT_PAGE = 10_000

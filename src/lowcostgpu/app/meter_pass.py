@@ -19,7 +19,8 @@ from lowcostgpu.app.decider import Decider
 from lowcostgpu.app.meter import PASS_PAUSE_S, pass_commits
 from lowcostgpu.core.metering import MeterKey, UsageRecord
 from lowcostgpu.domain.capacity import Timestamp
-from lowcostgpu.ports.store import EventRecord, LedgerEntry
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import LedgerEntry
 
 
 class MeteringPass:

@@ -24,7 +24,7 @@ from lowcostgpu.core import engine
 from lowcostgpu.core.engine import EngineState, EngineStep
 from lowcostgpu.core.lifecycle import SignalSent, StartFailed
 from lowcostgpu.domain.capacity import Timestamp
-from lowcostgpu.ports.store import OutboxEntry
+from lowcostgpu.ports.store_records import OutboxEntry
 
 log = logging.getLogger(PLANE_LOGGER)
 

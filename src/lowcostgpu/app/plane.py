@@ -56,7 +56,8 @@ from lowcostgpu.domain.catalog import Catalog
 from lowcostgpu.domain.errors import InsufficientCapacity
 from lowcostgpu.ports.clock import Clock, IdSource
 from lowcostgpu.ports.runtime import Runtime, Volumes
-from lowcostgpu.ports.store import OutboxEntry, Store, StoredInstance
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import OutboxEntry, StoredInstance
 
 
 class ControlPlane:

@@ -36,8 +36,9 @@ from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from lowcostgpu.domain.events import Reason, event_type_of
 from lowcostgpu.domain.volumes import check_size_gb, check_volume_name
-from lowcostgpu.ports.store import Commit, EventRecord, LaunchRecord, OutboxEntry, Store
-from lowcostgpu.ports.store import VolumeRecord as VolumeRecord
+from lowcostgpu.ports.store import EventRecord, Store
+from lowcostgpu.ports.store_records import Commit, LaunchRecord, OutboxEntry
+from lowcostgpu.ports.store_records import VolumeRecord as VolumeRecord
 
 Known = Mapping[tuple[str, str], VolumeRecord]
 """The volumes the plane keeps, by (account, name), deleted ones too (their usage is billed)."""

@@ -28,7 +28,8 @@ from typing import TypeVar
 from lowcostgpu.domain import errors
 from lowcostgpu.domain.events import EventType, Reason, event_type_of, iso_utc
 from lowcostgpu.ports.clock import Clock
-from lowcostgpu.ports.store import Commit, EventRecord, Store
+from lowcostgpu.ports.store import EventRecord, Store
+from lowcostgpu.ports.store_records import Commit
 from lowcostgpu.ports.webhooks import (
     SendResult,
     WebhookAttempt,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from lowcostgpu.ports.runtime import Runtime
-from lowcostgpu.ports.store import OutboxEntry
+from lowcostgpu.ports.store_records import OutboxEntry
 
 
 class NodeProvider(Protocol):

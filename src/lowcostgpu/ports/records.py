@@ -1,10 +1,10 @@
 """The records that the store and the webhooks share: events and the webhook records.
 
-`ports.store` carries webhook records in a commit and returns them from reads; `ports.webhooks`
-turns an event into the deliveries it fans out to. Both need these dataclasses, and neither needs
-the other: kept here, below both, the two modules do not import each other (an import-linter
-contract in pyproject.toml keeps it so). Import them from `ports.store` or `ports.webhooks` as
-before; both re-export them.
+A store commit (`ports.store_records.Commit`) carries webhook records and the store's reads
+(`ports.store`) return them; `ports.webhooks` turns an event into the deliveries it fans out to.
+Both need these dataclasses, and neither needs the other: kept here, below both, the two modules
+do not import each other (an import-linter contract in pyproject.toml keeps it so). Import them
+from `ports.store` or `ports.webhooks` as before; both re-export them.
 """
 
 from __future__ import annotations

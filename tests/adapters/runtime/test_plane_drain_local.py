@@ -21,7 +21,7 @@ from lowcostgpu.bootstrap.wiring import Wired
 from lowcostgpu.domain.capacity import Host, PoolKey
 from lowcostgpu.domain.events import Reason
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import OutboxEntry
+from lowcostgpu.ports.store_records import OutboxEntry
 from waiting import wait_until
 
 GRACE, LATE = 30, 7

@@ -30,7 +30,7 @@ from lowcostgpu.core.nodes import DRAIN_PREEMPTED, NodeState
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.domain.capacity import CapacityClass, Host, PoolKey
 from lowcostgpu.domain.status import NodeStatus
-from lowcostgpu.ports.store import Commit, NodeWrite, OutboxEntry
+from lowcostgpu.ports.store_records import Commit, NodeWrite, OutboxEntry
 from waiting import wait_until
 
 POOL = PoolKey("eu-west", "a100-sxm4")

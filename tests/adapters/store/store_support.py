@@ -32,7 +32,8 @@ from lowcostgpu.adapters.store.schema import metadata
 from lowcostgpu.core.lifecycle import InstanceState, Run
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import LaunchRecord, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import LaunchRecord
 
 PG_URL = os.environ.get("LOWCOSTGPU_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ["memory", "sqlite", "postgresql"]

@@ -7,7 +7,8 @@ from decimal import Decimal
 import pytest
 
 from lowcostgpu.domain.errors import InvalidRequest, NotFound
-from lowcostgpu.ports.store import AccountRecord, ApiKeyRecord, Commit, LedgerEntry, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import AccountRecord, ApiKeyRecord, Commit, LedgerEntry
 
 
 def entry(key: str, amount: str, account: str = "acct-1", at: int = 100) -> LedgerEntry:

@@ -20,7 +20,8 @@ from test_store_clusters import node
 
 from lowcostgpu.adapters.store.rows import exact_sum
 from lowcostgpu.domain.errors import InvalidRequest, StaleWrite
-from lowcostgpu.ports.store import Commit, LedgerEntry, NodeWrite, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import Commit, LedgerEntry, NodeWrite
 
 ACCOUNTS = ["acct-1", "acct-2", "acct-3"]
 KEYS = [f"k-{n}" for n in range(8)]  # few keys: replays and duplicates are frequent

@@ -15,7 +15,8 @@ from store_support import sqlite_plan_of_read
 
 from lowcostgpu.core.metering import UsageRecord, usage_by_interval, usage_totals
 from lowcostgpu.domain.capacity import CapacityClass
-from lowcostgpu.ports.store import Commit, LedgerEntry, LedgerKind, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import Commit, LedgerEntry, LedgerKind
 
 SUBJECTS = [("acct-1", "i-1"), ("acct-1", "i-2"), ("acct-2", "i-3")]
 

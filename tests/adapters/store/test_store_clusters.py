@@ -12,7 +12,8 @@ from lowcostgpu.core.nodes import NodeState, node_step
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.errors import NotFound, StaleWrite
 from lowcostgpu.domain.status import ClusterStatus, NodeStatus
-from lowcostgpu.ports.store import ClusterWrite, Commit, NodeWrite, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import ClusterWrite, Commit, NodeWrite
 
 POOL = PoolKey("eu-west", "h100-sxm")
 

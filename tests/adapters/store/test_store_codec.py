@@ -19,7 +19,7 @@ from lowcostgpu.core.instance_state import Member
 from lowcostgpu.core.lifecycle import InstanceState, Run
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import LaunchRecord
+from lowcostgpu.ports.store_records import LaunchRecord
 
 
 def test_a_rich_state_round_trips_to_an_equal_value() -> None:

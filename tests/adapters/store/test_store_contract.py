@@ -15,14 +15,8 @@ from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.domain.errors import InvalidRequest, NotFound, StaleWrite
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import (
-    Commit,
-    EventRecord,
-    InstanceWrite,
-    OutboxEntry,
-    Store,
-    VolumeRecord,
-)
+from lowcostgpu.ports.store import EventRecord, Store
+from lowcostgpu.ports.store_records import Commit, InstanceWrite, OutboxEntry, VolumeRecord
 
 
 def create(store: Store, *ids: str) -> None:

@@ -23,14 +23,13 @@ from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.domain.errors import LowcostgpuError, NotFound
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import (
+from lowcostgpu.ports.store import EventRecord, Store
+from lowcostgpu.ports.store_records import (
     Commit,
-    EventRecord,
     InstanceWrite,
     LedgerEntry,
     OutboxEntry,
     OutboxFailure,
-    Store,
     VolumeRecord,
 )
 

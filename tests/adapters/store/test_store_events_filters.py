@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord, Store
+from lowcostgpu.ports.store import EventRecord, Store
+from lowcostgpu.ports.store_records import Commit
 
 # key: (account, kind, object id, reason); committed in this order, so e<n> has seq n
 LOG = [

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from test_store_contract import event
 
-from lowcostgpu.ports.store import Commit, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import Commit
 
 TIMES = [100, 159, 160, 161, 219, 220]  # e1 … e6; boundary pairs at 160 and 220
 

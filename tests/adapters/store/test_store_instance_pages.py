@@ -14,7 +14,8 @@ import pytest
 from store_support import launch, state
 
 from lowcostgpu.domain.status import LIVE_INSTANCE_STATUSES, InstanceStatus
-from lowcostgpu.ports.store import Commit, InstanceWrite, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import Commit, InstanceWrite
 
 S = InstanceStatus
 # id, account, created_at, status: acct-1 has a tie at 200 (broken by id: i-a3 before i-a2).

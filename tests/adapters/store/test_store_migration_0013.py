@@ -14,7 +14,7 @@ from lowcostgpu.adapters.store import SqlStore
 from lowcostgpu.adapters.store.migrate import alembic_config, current_revision
 from lowcostgpu.core.metering import UsageRecord, usage_totals
 from lowcostgpu.domain.capacity import CapacityClass
-from lowcostgpu.ports.store import Commit
+from lowcostgpu.ports.store_records import Commit
 
 INSERT = sa.text(
     "INSERT INTO usage (subject_id, kind, interval_start, account_id, resource, capacity_class,"

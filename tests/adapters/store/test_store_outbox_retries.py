@@ -13,7 +13,8 @@ from store_support import Backend, store_at_revision
 from lowcostgpu.adapters.store import SqlStore
 from lowcostgpu.adapters.store.engine import parse_url
 from lowcostgpu.adapters.store.migrate import alembic_config, current_revision
-from lowcostgpu.ports.store import Commit, OutboxEntry, OutboxFailure, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import Commit, OutboxEntry, OutboxFailure
 
 
 def entry(key: str) -> OutboxEntry:

@@ -30,7 +30,8 @@ from lowcostgpu.adapters.store.migrate import alembic_config, current_revision, 
 from lowcostgpu.adapters.store.schema import metadata
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord, InstanceWrite, LedgerEntry
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import Commit, InstanceWrite, LedgerEntry
 from lowcostgpu.ports.webhooks import WebhookChanges, WebhookDelivery
 from waiting import wait_until
 

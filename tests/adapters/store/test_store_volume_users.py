@@ -12,7 +12,8 @@ import pytest
 from store_support import launch, sqlite_plan_of_instances_read, state
 
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import Commit, InstanceWrite, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import Commit, InstanceWrite
 
 S = InstanceStatus
 ROWS: list[tuple[str, str, str | None, InstanceStatus]] = [

@@ -9,7 +9,8 @@ from store_support import state
 
 from lowcostgpu.domain.errors import NotFound, StaleWrite
 from lowcostgpu.domain.events import EventType, Reason
-from lowcostgpu.ports.store import Commit, EventRecord, InstanceWrite, Store
+from lowcostgpu.ports.store import EventRecord, Store
+from lowcostgpu.ports.store_records import Commit, InstanceWrite
 from lowcostgpu.ports.webhooks import (
     WebhookAttempt,
     WebhookChanges,

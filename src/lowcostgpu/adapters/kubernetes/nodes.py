@@ -69,7 +69,8 @@ from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from lowcostgpu.domain.events import iso_utc
 from lowcostgpu.domain.status import NodeStatus
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
-from lowcostgpu.ports.store import OutboxEntry, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import OutboxEntry
 
 log = logging.getLogger(__name__)
 POOL_CHECK_S: Final = 30.0

@@ -25,7 +25,8 @@ from lowcostgpu.adapters.kubernetes.runtime import KubernetesRuntime
 from lowcostgpu.adapters.kubernetes.volumes import KubernetesVolumes
 from lowcostgpu.domain.errors import ConfigError, InvalidRequest, NotFound
 from lowcostgpu.ports.runtime import Runtime, VolumeMount, WorkloadReport, WorkloadStart
-from lowcostgpu.ports.store import OutboxEntry, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import OutboxEntry
 
 
 class HostRegions:

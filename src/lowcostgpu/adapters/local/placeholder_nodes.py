@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 
 from lowcostgpu.ports.runtime import Runtime, WorkloadStart
-from lowcostgpu.ports.store import OutboxEntry
+from lowcostgpu.ports.store_records import OutboxEntry
 
 log = logging.getLogger(__name__)
 PLACEHOLDER_ARGV = ("sleep", "infinity")

@@ -62,7 +62,8 @@ from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from lowcostgpu.domain.status import NodeStatus
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
-from lowcostgpu.ports.store import OutboxEntry, Store
+from lowcostgpu.ports.store import Store
+from lowcostgpu.ports.store_records import OutboxEntry
 
 log = logging.getLogger(__name__)
 FEATURE = "preemptible"

@@ -14,7 +14,7 @@ from lowcostgpu.core.clusters import ClusterState
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.errors import StaleWrite
 from lowcostgpu.domain.status import ClusterStatus, NodeStatus
-from lowcostgpu.ports.store import ClusterWrite, NodeWrite, StoredCluster, StoredNode
+from lowcostgpu.ports.store_records import ClusterWrite, NodeWrite, StoredCluster, StoredNode
 
 Row = Mapping[Any, Any]
 DELETED = ClusterStatus.DELETED.value

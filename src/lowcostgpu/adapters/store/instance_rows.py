@@ -22,7 +22,7 @@ from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import NotFound, StaleWrite
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import InstanceWrite, StoredInstance
+from lowcostgpu.ports.store_records import InstanceWrite, StoredInstance
 
 Insert = Callable[[sa.Table], Any]  # an INSERT that knows ON CONFLICT, for the dialect
 Text = Callable[[sa.Column[Any]], sa.ColumnElement[Any]]  # text ordered by code point

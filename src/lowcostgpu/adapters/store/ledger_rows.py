@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from lowcostgpu.adapters.store import pg_arrays, rows, statements, windows
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.domain.capacity import Timestamp
-from lowcostgpu.ports.store import LedgerEntry
+from lowcostgpu.ports.store_records import LedgerEntry
 
 Insert = Callable[[sa.Table], Any]  # an INSERT that knows ON CONFLICT, for the dialect
 Text = Callable[[sa.Column[Any]], sa.ColumnElement[Any]]  # text ordered by code point

@@ -1,8 +1,8 @@
 """The in-memory store's reads of instance pages and its webhook records (see `MemoryStore`).
 
-Kept beside `memory` so that module stays one class of the port's methods. The queries here scan
-every row (a memory store holds a test's or a simulation's instances, not a production history)
-and order exactly as the SQL store's indexes do, so both answer the same.
+Kept beside `memory` and `memory_reads` so that those stay the classes of the port's methods.
+The queries here scan every row (a memory store holds a test's or a simulation's instances, not a
+production history) and order exactly as the SQL store's indexes do, so both answer the same.
 """
 
 from __future__ import annotations

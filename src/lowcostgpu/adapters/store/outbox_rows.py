@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from lowcostgpu.adapters.store import rows, statements
 from lowcostgpu.adapters.store import schema as t
 from lowcostgpu.domain.capacity import Timestamp
-from lowcostgpu.ports.store import OutboxEntry, OutboxFailure
+from lowcostgpu.ports.store_records import OutboxEntry, OutboxFailure
 
 Insert = Callable[[sa.Table], Any]  # an INSERT that knows ON CONFLICT, for the dialect
 

@@ -19,11 +19,11 @@ from lowcostgpu.domain.capacity import CapacityClass
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.events import EventType, Reason
 from lowcostgpu.domain.status import InstanceStatus
-from lowcostgpu.ports.store import (
+from lowcostgpu.ports.store import EventRecord
+from lowcostgpu.ports.store_records import (
     AccountRecord,
     ApiKeyRecord,
     Commit,
-    EventRecord,
     InstanceWrite,
     LaunchRecord,
     LedgerEntry,

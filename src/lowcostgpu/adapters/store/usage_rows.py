@@ -23,7 +23,7 @@ from lowcostgpu.core.metering import (
     usage_total_order,
 )
 from lowcostgpu.domain.capacity import Timestamp
-from lowcostgpu.ports.store import VolumeRecord
+from lowcostgpu.ports.store_records import VolumeRecord
 
 Insert = Callable[[sa.Table], Any]  # an INSERT that knows ON CONFLICT, for the dialect
 Text = Callable[[sa.Column[Any]], sa.ColumnElement[Any]]  # text ordered by code point
