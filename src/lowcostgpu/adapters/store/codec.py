@@ -8,11 +8,11 @@ wrong type raises `StoreDataError` naming the field. A field missing from the st
 its default when it has one (rows written before the field existed), else it is an error too.
 
 Speed. A server taking the lead decodes every live instance, and list endpoints decode a page of
-rows on every request, so the type hints are read once per type, not once per value: `_decoder`
+rows on every request, so the type hints are read once per type, not once per value: `decoder`
 compiles a type into a closure (a dataclass's field names, decoders and required fields, an enum's
 value → member table, ...), and `_encoder` does the same for the type of a value being encoded.
 A decoder takes the raw value only. The path of a field in an error message ("InstanceState.runs
-[0].started_at") is built only when decoding fails: a failure raises `_Invalid`, which each
+[0].started_at") is built only when decoding fails: a failure raises `InvalidValue`, which each
 enclosing field, item or entry prefixes with its segment on the way up, and `decode` renders it
 against the path it was given. The messages are the ones the reflective decoder this replaced
 wrote (tests/adapters/store/test_store_codec.py holds them).
@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring_ascii
 from typing import Any, TypeVar
 
-from lowcostgpu.adapters.store.codec_decoders import _as_is, _decoder, _Invalid
+from lowcostgpu.adapters.store.codec_decoders import InvalidValue, as_is, decoder
 from lowcostgpu.adapters.store.errors import StoreDataError
 
 T = TypeVar("T")
@@ -60,8 +60,8 @@ def encode(value: Any) -> Any:
 def decode(tp: Any, raw: Any, path: str) -> Any:
     """`raw` (parsed JSON) as a value of type `tp`; `path` names the field in errors."""
     try:
-        return _decoder(tp)(raw)
-    except _Invalid as e:
+        return decoder(tp)(raw)
+    except InvalidValue as e:
         raise StoreDataError(e.render(path), hint=e.hint) from None
 
 
@@ -91,7 +91,7 @@ def _encoder_of(t: type) -> Encoder:
     if issubclass(t, Mapping):
         return _mapping_encoder
     if t is type(None) or issubclass(t, bool | int | float | str):
-        return _as_is
+        return as_is
     return _unstorable
 
 

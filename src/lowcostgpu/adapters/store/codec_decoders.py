@@ -1,11 +1,11 @@
 """The decoders of the store's JSON codec: each type hint compiled once into a closure.
 
 `codec.decode` and `codec.loads` are the way in (`codec`'s docstring says what is decoded, how
-strictly, and why it is compiled); here is how a type becomes a decoder (`_decoder`, cached per
-hint) and how a failure finds its path (`_Invalid`, which `codec.decode` renders). The encoders
-stay in `codec`: the two halves share only `_as_is`. Kept apart so that each module is one half
-of the codec and fits the house size; `codec` imports these three private names, and nothing
-else does.
+strictly, and why it is compiled); here is how a type becomes a decoder (`decoder`, cached per
+hint) and how a failure finds its path (`InvalidValue`, which `codec.decode` renders). The encoders
+stay in `codec`: the two halves share only `as_is`. Kept apart so that each module is one half
+of the codec and fits the house size; `codec` imports these three names, and nothing else
+does.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _MISSING: Any = object()
 # --- failures -----------------------------------------------------------------------------------
 
 
-class _Invalid(Exception):
+class InvalidValue(Exception):
     """A value that does not decode, somewhere below a path not known yet.
 
     `render(path)` is the message, given the path of the value where it was raised; `within`
@@ -39,26 +39,26 @@ class _Invalid(Exception):
         self.render = render
         self.hint = hint
 
-    def within(self, segment: str) -> _Invalid:
+    def within(self, segment: str) -> InvalidValue:
         inner = self.render
         self.render = lambda path: inner(path + segment)
         return self
 
 
-def _expected(expected: str, raw: Any) -> _Invalid:
+def _expected(expected: str, raw: Any) -> InvalidValue:
     shown = repr(raw) if len(repr(raw)) <= 80 else repr(raw)[:77] + "..."
-    return _Invalid(lambda path: f"{path}: expected {expected}, found {shown} in the store")
+    return InvalidValue(lambda path: f"{path}: expected {expected}, found {shown} in the store")
 
 
-def _said(message: str, hint: str | None = None) -> _Invalid:
+def _said(message: str, hint: str | None = None) -> InvalidValue:
     """A failure whose message is `message` after the path."""
-    return _Invalid(lambda path: path + message, hint)
+    return InvalidValue(lambda path: path + message, hint)
 
 
 # --- decoders -----------------------------------------------------------------------------------
 
 
-def _decoder(tp: Any) -> Decoder:
+def decoder(tp: Any) -> Decoder:
     """The decoder of values of type `tp`, compiled once.
 
     Cached on the hint's text too: typing compares unions and literals as sets (`int | str ==
@@ -77,7 +77,7 @@ def _compiled(tp: Any, _text: str) -> Decoder:
 
 def _compile(tp: Any) -> Decoder:
     if tp is Any:
-        return _as_is
+        return as_is
     origin = typing.get_origin(tp)
     if origin is typing.Union or origin is types.UnionType:
         return _union_decoder(typing.get_args(tp))
@@ -97,7 +97,7 @@ def _compile(tp: Any) -> Decoder:
     return undecodable
 
 
-def _as_is(raw: Any) -> Any:
+def as_is(raw: Any) -> Any:
     return raw
 
 
@@ -178,7 +178,7 @@ def _literal_decoder(values: tuple[Any, ...]) -> Decoder:
 
 def _union_decoder(args: tuple[Any, ...]) -> Decoder:
     nullable = type(None) in args
-    candidates = [_decoder(a) for a in args if a is not type(None)]
+    candidates = [decoder(a) for a in args if a is not type(None)]
     if nullable and len(candidates) == 1:
         return _optional_decoder(args[0] if args[0] is not type(None) else args[1])
 
@@ -189,11 +189,11 @@ def _union_decoder(args: tuple[Any, ...]) -> Decoder:
         for d in candidates:
             try:
                 return d(raw)
-            except _Invalid as e:
+            except InvalidValue as e:
                 errors.append(e.render)
         if len(errors) == 1:
-            raise _Invalid(errors[0])
-        raise _Invalid(lambda path: f"{path}: {'; '.join(r(path) for r in errors)}")
+            raise InvalidValue(errors[0])
+        raise InvalidValue(lambda path: f"{path}: {'; '.join(r(path) for r in errors)}")
 
     return union
 
@@ -209,15 +209,15 @@ def _optional_decoder(tp: Any) -> Decoder:
             raise _expected(name, raw)
 
         return exact_or_none
-    inner = _decoder(tp)
+    inner = decoder(tp)
 
     def optional(raw: Any) -> Any:
         if raw is None:
             return None
         try:
             return inner(raw)
-        except _Invalid as e:
-            raise _Invalid(e.render) from None
+        except InvalidValue as e:
+            raise InvalidValue(e.render) from None
 
     return optional
 
@@ -226,7 +226,7 @@ def _collection_decoder(origin: type, args: tuple[Any, ...]) -> Decoder:
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
         return _fixed_tuple_decoder(args)
     item_tp = args[0] if args else Any
-    item = _decoder(item_tp)
+    item = decoder(item_tp)
     exact = item_tp if item_tp in (bool, int, str) else None
 
     def collection(raw: Any) -> Any:
@@ -239,7 +239,7 @@ def _collection_decoder(origin: type, args: tuple[Any, ...]) -> Decoder:
         try:
             for v in raw:
                 append(item(v))
-        except _Invalid as e:
+        except InvalidValue as e:
             raise e.within(f"[{len(out)}]") from None
         return origin(out)
 
@@ -247,7 +247,7 @@ def _collection_decoder(origin: type, args: tuple[Any, ...]) -> Decoder:
 
 
 def _fixed_tuple_decoder(args: tuple[Any, ...]) -> Decoder:
-    items = [_decoder(a) for a in args]
+    items = [decoder(a) for a in args]
     n = len(items)
 
     def fixed_tuple(raw: Any) -> Any:
@@ -259,7 +259,7 @@ def _fixed_tuple_decoder(args: tuple[Any, ...]) -> Decoder:
         for i, (d, v) in enumerate(zip(items, raw, strict=True)):
             try:
                 out.append(d(v))
-            except _Invalid as e:
+            except InvalidValue as e:
                 raise e.within(f"[{i}]") from None
         return tuple(out)
 
@@ -276,7 +276,7 @@ def _mapping_decoder(args: tuple[Any, ...]) -> Decoder:
             return dict(raw) if type(raw) is dict else {k: v for k, v in raw.items()}
 
         return any_mapping
-    value = _decoder(value_tp)
+    value = decoder(value_tp)
 
     def mapping(raw: Any) -> Any:
         if not isinstance(raw, dict):
@@ -285,7 +285,7 @@ def _mapping_decoder(args: tuple[Any, ...]) -> Decoder:
         for k, v in raw.items():
             try:
                 out[k] = value(v)
-            except _Invalid as e:
+            except InvalidValue as e:
                 raise e.within(f".{k}") from None
         return out
 
@@ -312,7 +312,7 @@ def _dataclass_decoder(cls: type) -> Decoder:
             plan = tuple(
                 (
                     f.name,
-                    _decoder(hints[f.name]),
+                    decoder(hints[f.name]),
                     f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
                 )
                 for f in dataclasses.fields(cls)
@@ -333,8 +333,8 @@ def _dataclass_decoder(cls: type) -> Decoder:
                     raise _said(f": field {name} is missing from a stored {cls.__name__}")
                 continue
             try:
-                kwargs[name] = v if d is _as_is else d(v)
-            except _Invalid as e:
+                kwargs[name] = v if d is as_is else d(v)
+            except InvalidValue as e:
                 raise e.within(f".{name}") from None
         try:
             return cls(**kwargs)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lowcostgpu.adapters.store import cluster_rows, rows
-from lowcostgpu.adapters.store.memory_reads import MemoryReads, _Row
+from lowcostgpu.adapters.store.memory_reads import MemoryReads, Row
 from lowcostgpu.domain.capacity import Timestamp
 from lowcostgpu.domain.errors import StaleWrite
 from lowcostgpu.ports.records import EventRecord
@@ -67,9 +67,9 @@ class MemoryStore(MemoryReads):
             self._balances.update(balances)
             self._webhooks.write(commit.webhooks, deliveries)
 
-    def _versioned(self, commit: Commit) -> dict[str, _Row]:
+    def _versioned(self, commit: Commit) -> dict[str, Row]:
         """The instance rows after `commit`, or `StaleWrite` with nothing changed."""
-        after: dict[str, _Row] = {}
+        after: dict[str, Row] = {}
         for w in commit.instances:
             current = after.get(w.state.id) or self._instances.get(w.state.id)
             if w.expected_version is None:
@@ -89,9 +89,9 @@ class MemoryStore(MemoryReads):
             after[w.state.id] = {**current, **rows.instance_row(w.state), "version": version}
         return after
 
-    def _new_events(self, events: Sequence[EventRecord]) -> list[_Row]:
+    def _new_events(self, events: Sequence[EventRecord]) -> list[Row]:
         """The rows of the events not stored yet, numbered after the last one."""
-        new: list[_Row] = []
+        new: list[Row] = []
         seen = set(self._event_keys)
         seq = self._events[-1]["seq"] if self._events else 0
         for e in events:

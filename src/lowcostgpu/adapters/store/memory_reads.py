@@ -41,7 +41,7 @@ from lowcostgpu.ports.store_records import (
     VolumeRecord,
 )
 
-_Row = dict[str, Any]
+Row = dict[str, Any]
 
 
 class MemoryReads:
@@ -49,20 +49,20 @@ class MemoryReads:
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._instances: dict[str, _Row] = {}
-        self._outbox: dict[str, _Row] = {}  # insertion order is the outbox order
-        self._pending: dict[str, _Row] = {}  # the same rows while not done, in the same order
-        self._events: list[_Row] = []
+        self._instances: dict[str, Row] = {}
+        self._outbox: dict[str, Row] = {}  # insertion order is the outbox order
+        self._pending: dict[str, Row] = {}  # the same rows while not done, in the same order
+        self._events: list[Row] = []
         self._event_keys: set[str] = set()
-        self._usage: dict[tuple[str, str, Timestamp], _Row] = {}
+        self._usage: dict[tuple[str, str, Timestamp], Row] = {}
         self._metered: dict[MeterKey, Timestamp] = {}
-        self._volumes: dict[tuple[str, str], _Row] = {}
-        self._accounts: dict[str, _Row] = {}
-        self._api_keys: dict[str, _Row] = {}
-        self._ledger: dict[str, _Row] = {}
+        self._volumes: dict[tuple[str, str], Row] = {}
+        self._accounts: dict[str, Row] = {}
+        self._api_keys: dict[str, Row] = {}
+        self._ledger: dict[str, Row] = {}
         self._balances: dict[str, str] = {}  # account → exact decimal text, as account_balances
-        self._clusters: dict[str, _Row] = {}
-        self._nodes: dict[str, _Row] = {}
+        self._clusters: dict[str, Row] = {}
+        self._nodes: dict[str, Row] = {}
         self._leader: str | None = None
         self._webhooks = memory_rows.Webhooks()
 
