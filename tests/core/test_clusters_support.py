@@ -16,7 +16,8 @@ from lowcostgpu.core.clusters import (
 )
 from lowcostgpu.core.drain import Placed, Reclaimed, WorkloadExited
 from lowcostgpu.core.effects import EmitEvent
-from lowcostgpu.core.nodes import Leave, NodeState, node_step
+from lowcostgpu.core.node_lifecycle import Leave, node_step
+from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.core.state import Ticket
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.status import NodeStatus

@@ -32,7 +32,8 @@ from lowcostgpu.core.lifecycle import (
     new_instance,
     step,
 )
-from lowcostgpu.core.nodes import Leave, NodeState, node_step
+from lowcostgpu.core.node_lifecycle import Leave, node_step
+from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.errors import Conflict
 from lowcostgpu.domain.events import EventType, Reason

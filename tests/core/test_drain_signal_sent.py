@@ -9,7 +9,8 @@ from test_lifecycle_support import T0, at_status, of_type
 from lowcostgpu.core.drain import DeadlineCheck, Placed, Reclaimed, SignalSent, StopRequested
 from lowcostgpu.core.effects import KillWorkload
 from lowcostgpu.core.lifecycle import InstanceState, WorkloadStarted, step
-from lowcostgpu.core.nodes import NodeState, node_step
+from lowcostgpu.core.node_lifecycle import node_step
+from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.status import InstanceStatus, NodeStatus
 

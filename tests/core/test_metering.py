@@ -22,7 +22,8 @@ from lowcostgpu.core.metering import (
     node_gpu_span,
     volume_span,
 )
-from lowcostgpu.core.nodes import NodeState, node_step
+from lowcostgpu.core.node_lifecycle import node_step
+from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.errors import InvalidRequest
 from lowcostgpu.domain.status import InstanceStatus

@@ -9,7 +9,8 @@ from test_lifecycle_support import T0, at_status
 from lowcostgpu.core.drain import Placed, Reclaimed
 from lowcostgpu.core.effects import EmitEvent
 from lowcostgpu.core.lifecycle import CheckpointReported, step
-from lowcostgpu.core.nodes import NodeState, node_step
+from lowcostgpu.core.node_lifecycle import node_step
+from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.events import Reason, elapsed_words, iso_utc
 from lowcostgpu.domain.status import InstanceStatus

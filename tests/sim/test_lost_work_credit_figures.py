@@ -20,8 +20,9 @@ from lowcostgpu.bootstrap.wiring import wire
 from lowcostgpu.core.rating import to_money
 from lowcostgpu.domain.capacity import Host
 from lowcostgpu.ports.store_records import LedgerEntry
+from lowcostgpu.sim.figure_words import FIGURES, credit_lines
 from lowcostgpu.sim.metrics import summarise
-from lowcostgpu.sim.report import FIGURES, TABLE_KEYS, credit_lines
+from lowcostgpu.sim.report import TABLE_KEYS
 
 # 1 GPU, saves every 100 s of work in 400 s (longer than the 300 s grace): reported at 500 and
 # 1000. The notice at 1200 finds it 100 s into its work and 100 s into a save it cannot finish;

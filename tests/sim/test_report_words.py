@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from lowcostgpu.sim.report import FIGURES, TABLE_KEYS, render_html, shown, summary_lines
+from lowcostgpu.sim.figure_words import FIGURES, shown, summary_lines
+from lowcostgpu.sim.report import TABLE_KEYS, render_html
 
 
 def _figures(**changes: Any) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.core.victim_policy import LEAST_WORK_LOST
 from lowcostgpu.domain.capacity import Host
+from lowcostgpu.sim.figure_words import summary_lines
 from lowcostgpu.sim.jobs import Trace, sorted_jobs
 from lowcostgpu.sim.metrics import percentile, summarise
-from lowcostgpu.sim.report import summary_lines
 from lowcostgpu.sim.result import SimResult
 from lowcostgpu.sim.risk_figures import WarningLog, risk_figures, worth_saving_early
 from lowcostgpu.sim.runner import Simulation

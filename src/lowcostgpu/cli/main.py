@@ -372,7 +372,7 @@ def sim(
             progress=progress,
             risk_warnings=risk_warnings,
         )
-    from lowcostgpu.sim.report import summary_lines
+    from lowcostgpu.sim.figure_words import summary_lines
 
     for name, figures in result["policies"].items():
         typer.echo("\n".join(summary_lines(name, figures)))

@@ -21,7 +21,7 @@ from lowcostgpu.core import cluster_reconcile, clusters
 from lowcostgpu.core.clusters import ClusterSpec, ClusterState, fresh_node_ids, new_node
 from lowcostgpu.core.drain import WorkloadExited
 from lowcostgpu.core.engine import EngineState, EngineStep, Work
-from lowcostgpu.core.nodes import NodeEvent
+from lowcostgpu.core.node_lifecycle import NodeEvent
 from lowcostgpu.core.scheduler import DEFAULT_CONFIG, SchedulerConfig, place_on_demand
 from lowcostgpu.domain.capacity import CapacityClass, Timestamp
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound

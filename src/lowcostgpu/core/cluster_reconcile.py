@@ -28,13 +28,12 @@ from lowcostgpu.core.clusters import (
     next_node_id,
 )
 from lowcostgpu.core.effects import EmitEvent
+from lowcostgpu.core.node_lifecycle import Leave, node_step
 from lowcostgpu.core.nodes import (
     DRAIN_CLUSTER_DELETE,
     DRAIN_PREEMPTED,
     DRAIN_SCALE_DOWN,
-    Leave,
     NodeState,
-    node_step,
     ticket_for_node,
 )
 from lowcostgpu.domain.capacity import CapacityClass, Timestamp

@@ -1,4 +1,4 @@
-"""The drain sequence shared by instances and cluster nodes (`core.instance_drain`, `core.nodes`).
+"""The drain sequence shared by instances and nodes (`core.instance_drain`, `core.node_lifecycle`).
 
 T+0: notice (SIGTERM, `Preempted` or `Stopping`/`Cordoned`), GPU billing stops. T+grace: SIGKILL
 for whatever still runs. The timing rules live here once (`open_drain`, `deadline_due`,

@@ -15,7 +15,7 @@ from itertools import takewhile
 
 from immutables import Map
 
-from lowcostgpu.core import cluster_reconcile, lifecycle, nodes
+from lowcostgpu.core import cluster_reconcile, lifecycle, node_lifecycle
 from lowcostgpu.core.clusters import ClusterPlan, ClusterState
 from lowcostgpu.core.effects import Effect, ReleaseAllocation
 from lowcostgpu.core.engine_state import (
@@ -32,7 +32,8 @@ from lowcostgpu.core.fleet_sync import follow_instance, follow_node
 from lowcostgpu.core.holds import OnDemandHold, active
 from lowcostgpu.core.instance_state import InstanceState
 from lowcostgpu.core.lifecycle import LifecycleEvent
-from lowcostgpu.core.nodes import NodeEvent, NodeState
+from lowcostgpu.core.node_lifecycle import NodeEvent
+from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.core.overlay import Draft, K, V
 from lowcostgpu.core.queue import schedule_pool
 from lowcostgpu.core.scheduler import SchedulerConfig
@@ -187,7 +188,7 @@ class Work:
     def advance_node(self, node_id: str, event: NodeEvent, now: Timestamp) -> None:
         """Step one node and keep the fleet in line: its ticket, its allocation, its release."""
         old = self.nodes[node_id]
-        result = nodes.node_step(old, event, now)
+        result = node_lifecycle.node_step(old, event, now)
         self._node_stepped(old, result.state, result.effects, now)
 
     def _node_stepped(
@@ -309,7 +310,7 @@ class Work:
             if isinstance(effect, ReleaseAllocation):
                 self._release(effect.allocation_id, held.get(effect.allocation_id), now)
         for drain in plan.drains:
-            self.advance_node(drain.node_id, nodes.Leave(drain.reason), now)
+            self.advance_node(drain.node_id, node_lifecycle.Leave(drain.reason), now)
 
 
 def _finished(draft: Draft[K, V] | None, base: Map[K, V]) -> Map[K, V]:

@@ -16,8 +16,8 @@ still save on a trace:
   separates what fairness costs from what the plane's blindness costs.
 
 Both come into being unbound (`loss_s` None); `sim.runner.Simulation` binds them to its own
-workloads. They are in `sim`, not `core.policies`, so that the server can never be configured
-with one.
+workloads (in its `sim.shell.Shell`). They are in `sim`, not `core.policies`, so that the server
+can never be configured with one.
 """
 
 from __future__ import annotations

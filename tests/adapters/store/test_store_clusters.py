@@ -8,7 +8,8 @@ import pytest
 
 from lowcostgpu.core.clusters import ClusterSpec, ClusterState, create_cluster
 from lowcostgpu.core.drain import Placed, Reclaimed
-from lowcostgpu.core.nodes import NodeState, node_step
+from lowcostgpu.core.node_lifecycle import node_step
+from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.capacity import CapacityClass, PoolKey
 from lowcostgpu.domain.errors import NotFound, StaleWrite
 from lowcostgpu.domain.status import ClusterStatus, NodeStatus
