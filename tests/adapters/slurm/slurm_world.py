@@ -19,7 +19,8 @@ from lowcostgpu.adapters.clock import RandomIds, SystemClock
 from lowcostgpu.adapters.fakes import FakeVolumes
 from lowcostgpu.adapters.files import load_catalog
 from lowcostgpu.adapters.slurm import Slurm, SlurmRuntime
-from lowcostgpu.adapters.slurm.nodes import REASON_PREFIX, SlurmNodes, partition_name
+from lowcostgpu.adapters.slurm.nodes import SlurmNodes
+from lowcostgpu.adapters.slurm.partitions import REASON_PREFIX, partition_name
 from lowcostgpu.adapters.store.memory import MemoryStore
 from lowcostgpu.app.clusters import ClusterRequest
 from lowcostgpu.app.launch import LaunchRequest

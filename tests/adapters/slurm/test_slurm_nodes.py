@@ -16,7 +16,8 @@ import pytest
 from slurm_world import NodesWorld
 
 from lowcostgpu.adapters.slurm.node_records import Drain, NodeRecord, NodeRecords
-from lowcostgpu.adapters.slurm.nodes import FEATURE, SlurmNodes, drain_reason
+from lowcostgpu.adapters.slurm.nodes import SlurmNodes
+from lowcostgpu.adapters.slurm.partitions import FEATURE, drain_reason
 from lowcostgpu.domain.errors import InvalidRequest
 from waiting import wait_until
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from slurm_world import PlaneWorld
 
-from lowcostgpu.adapters.slurm.nodes import FEATURE
+from lowcostgpu.adapters.slurm.partitions import FEATURE
 from lowcostgpu.domain.status import InstanceStatus, NodeStatus
 from waiting import wait_until
 

@@ -36,6 +36,10 @@ Every operation is idempotent and checks that the Node still carries the node it
 
 Cost: `reports()` is one LIST of this plane's role Nodes, one LIST of pods per draining Node, one
 LIST of unscheduled pods, and every `POOL_CHECK_S` one LIST of all Nodes (the pool's cordon).
+
+The provider is the order of things (each effect, each report); its parts: `node_roles` (a
+role as a Node change), `host_nodes` (reading and patching the host Nodes), `drain` (the
+evictions), `drain_events` (the drain's Events) and `placement` (pods that can never land).
 """
 
 from __future__ import annotations
@@ -46,7 +50,15 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
 from lowcostgpu.adapters.kubernetes import drain, placement
-from lowcostgpu.adapters.kubernetes.client import Kube, already_exists
+from lowcostgpu.adapters.kubernetes.client import Kube
+from lowcostgpu.adapters.kubernetes.drain_events import DrainEvents, post_event
+from lowcostgpu.adapters.kubernetes.host_nodes import (
+    carries,
+    check_whole_host,
+    list_nodes,
+    patch_host,
+    read_host,
+)
 from lowcostgpu.adapters.kubernetes.names import DEFAULT_NAMES, KubeNames
 from lowcostgpu.adapters.kubernetes.node_roles import (
     cluster_role,
@@ -54,19 +66,11 @@ from lowcostgpu.adapters.kubernetes.node_roles import (
     has_node,
     pool_role,
     risk_mark,
-    role_patch,
 )
-from lowcostgpu.adapters.kubernetes.objects import (
-    digest,
-    drain_event,
-    gpus_of_node,
-    node_ref,
-    pod_ref,
-)
+from lowcostgpu.adapters.kubernetes.objects import digest
 from lowcostgpu.adapters.risk_marks import RiskMarks
-from lowcostgpu.core.nodes import DRAIN_PREEMPTED, NodeState
-from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
-from lowcostgpu.domain.events import iso_utc
+from lowcostgpu.core.nodes import NodeState
+from lowcostgpu.domain.errors import InvalidRequest, NotFound
 from lowcostgpu.domain.status import NodeStatus
 from lowcostgpu.ports.runtime import Runtime, WorkloadReport
 from lowcostgpu.ports.store import Store
@@ -74,7 +78,6 @@ from lowcostgpu.ports.store_records import OutboxEntry
 
 log = logging.getLogger(__name__)
 POOL_CHECK_S: Final = 30.0
-DRAINING_REASON: Final = "NodeDraining"  # a drain that is not a reclaim (target lowered…)
 
 
 class KubernetesNodes:
@@ -98,8 +101,8 @@ class KubernetesNodes:
         self.clock = clock
         self._pool_checked_at = float("-inf")
         self._explained: set[str] = set()  # pods whose Warning was posted by this process
-        self._warned: set[str] = set()  # pods told of their eviction by this process
         self._risk_marks = RiskMarks()
+        self._events = DrainEvents(kube, names, clock)
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -120,7 +123,7 @@ class KubernetesNodes:
         state = self._state(node_id)
         if state is not None and state.status is NodeStatus.REMOVED:
             return  # a late replay: the node has come and gone since
-        node = self._host(host)
+        node = read_host(self.kube, host)
         check_whole_host(node_id, node, len(payload["gpu_indices"]))
         labels = {
             self.names.cluster_label: str(payload["cluster_id"]),
@@ -133,7 +136,8 @@ class KubernetesNodes:
             self.names.allocation_id: str(payload["allocation_id"]),
         }
         preemptible = str(payload["compute_class"]) == "preemptible"
-        self._patch(
+        patch_host(
+            self.kube,
             host,
             lambda n: None if has_node(n, self.names, node_id) else n,
             lambda n: cluster_role(n, self.names, labels, annotations, preemptible),
@@ -150,7 +154,8 @@ class KubernetesNodes:
             self.names.drain_deadline: str(state.deadline),
             self.names.drain_reason: state.drain_reason or "",
         }
-        node = self._patch(
+        node = patch_host(
+            self.kube,
             host,
             lambda n: n if has_node(n, self.names, node_id) else None,
             lambda n: draining_role(n, self.names, annotations),
@@ -159,7 +164,7 @@ class KubernetesNodes:
         if node is None:
             log.info("cordon of %s: host %s holds another role now", node_id, host)
             return
-        self._node_event(node, state, effect_key)
+        self._events.node_event(node, state, effect_key)
         self._drain(node)
 
     def mark_risk(self, node_id: str, risk: str, at: int) -> None:
@@ -180,7 +185,8 @@ class KubernetesNodes:
             draining = self.names.drain_deadline in (n.metadata.annotations or {})
             return None if draining and risk else n
 
-        done = self._patch(
+        done = patch_host(
+            self.kube,
             host,
             serving,
             lambda n: risk_mark(n, self.names, risk, at),
@@ -196,9 +202,10 @@ class KubernetesNodes:
         if state is None or state.host_id is None:
             return
         host = state.host_id
-        if self._carries(host, node_id):  # what a kill left terminating (usually nothing)
-            drain.clear(self.kube, host)
-        self._patch(
+        if carries(self.kube, self.names, host, node_id):
+            drain.clear(self.kube, host)  # what a kill left terminating (usually nothing)
+        patch_host(
+            self.kube,
             host,
             lambda n: n if has_node(n, self.names, node_id) else None,
             lambda n: pool_role(n, self.names),
@@ -210,7 +217,7 @@ class KubernetesNodes:
     def node_of(self, allocation_id: str) -> Any | None:
         """The host Node that holds `allocation_id` as a cluster node, if any."""
         labels = {self.names.key("allocation"): digest(allocation_id)}
-        found = self._list_nodes(labels | {self.names.plane_label: self.plane})
+        found = list_nodes(self.kube, labels | {self.names.plane_label: self.plane})
         return next(iter(found), None)
 
     def signal(self, node: Any) -> None:
@@ -224,7 +231,7 @@ class KubernetesNodes:
     def reports(self) -> list[WorkloadReport]:
         """One report per Node in a role of ours; a pass over draining ones (PDB retries);
         pending pods that can never land on our nodes get a Warning Event that says why."""
-        nodes = self._list_nodes({self.names.plane_label: self.plane})
+        nodes = list_nodes(self.kube, {self.names.plane_label: self.plane})
         if not self._risk_marks.checked:
             self._clear_stale_risk_marks(nodes)
         self._keep_pool_cordoned()
@@ -240,7 +247,8 @@ class KubernetesNodes:
             node_id = (node.metadata.annotations or {}).get(self.names.node_id)
             marked = self.names.risk_label in (node.metadata.labels or {})
             if marked and not self._risk_marks.ours(node_id):
-                self._patch(
+                patch_host(
+                    self.kube,
                     name,
                     lambda n: n,
                     lambda n: risk_mark(n, self.names, "", 0),
@@ -253,7 +261,9 @@ class KubernetesNodes:
         pod = self.kube.call(
             self.kube.core.read_namespaced_pod, name, namespace, what=f"reading pod {name}"
         )
-        placement.check_pod(pod, self._list_nodes({self.names.plane_label: self.plane}), self.names)
+        placement.check_pod(
+            pod, list_nodes(self.kube, {self.names.plane_label: self.plane}), self.names
+        )
 
     def explain_pending(self, nodes: list[Any]) -> None:
         pending: Any = self.kube.call(
@@ -269,7 +279,7 @@ class KubernetesNodes:
                 placement.check_pod(pod, nodes, self.names)
             except InvalidRequest as exc:
                 log.warning("%s", exc)
-                self._post(placement.pod_event(pod, exc, self.clock(), self.names))
+                post_event(self.kube, placement.pod_event(pod, exc, self.clock(), self.names))
                 self._explained.add(uid)
 
     # -- internals -----------------------------------------------------------------------------
@@ -293,61 +303,10 @@ class KubernetesNodes:
         reason = annotations.get(self.names.drain_reason, "")
 
         def warn(pod: Any, grace_s: int) -> None:
-            self._pod_event(pod, node, reason, grace_s, deadline)
+            self._events.pod_event(pod, node, reason, grace_s, deadline)
 
         drain.drain_pass(self.kube, name, deadline - int(self.clock()), warn)
         return len(drain.left_on(self.kube, name))
-
-    def _node_event(self, node: Any, state: NodeState, effect_key: str) -> None:
-        reason, why = self._words(state.drain_reason or "")
-        # never the work it was reclaimed for: it may be another account's
-        note = (
-            f"{why}: pods are evicted with their grace, node leaves the cluster in "
-            f"{state.grace_period_s} s"
-            if state.drain_reason == DRAIN_PREEMPTED
-            else f"{why}: pods are evicted, node leaves the cluster in {state.grace_period_s} s"
-        )
-        self._post(
-            drain_event(
-                node_ref(node),
-                names=self.names,
-                reason=reason,
-                note=note,
-                key=effect_key,
-                at=self.clock(),
-                warning=state.drain_reason == DRAIN_PREEMPTED,
-            )
-        )
-
-    def _pod_event(self, pod: Any, node: Any, reason: str, grace_s: int, deadline: int) -> None:
-        """Tell the pod's owner, in the pod's namespace, why it is evicted and by when."""
-        uid = pod.metadata.uid
-        if uid in self._warned:
-            return
-        event_reason, why = self._words(reason)
-        note = (
-            f"node {node.metadata.name} is {why}: this pod is evicted with {grace_s} s to "
-            f"finish (SIGTERM now; deleted at {iso_utc(deadline)} if still running)"
-        )
-        self._post(
-            drain_event(
-                pod_ref(pod),
-                names=self.names,
-                reason=event_reason,
-                note=note,
-                key=f"evict:{uid}:{node.metadata.uid}",
-                at=self.clock(),
-                warning=True,
-                related=node_ref(node),
-            )
-        )
-        self._warned.add(uid)
-
-    def _words(self, drain_reason: str) -> tuple[str, str]:
-        """A drain's Event reason and why, in words, for the Node's and the pods' Events."""
-        if drain_reason == DRAIN_PREEMPTED:
-            return self.names.preempted_reason, "reclaimed for on-demand work"
-        return DRAINING_REASON, f"drained ({drain_reason})"
 
     def _keep_pool_cordoned(self) -> None:
         """Fleet hosts in no role of any plane are cordoned (every `POOL_CHECK_S`): a host the
@@ -363,7 +322,8 @@ class KubernetesNodes:
             if node.metadata.name not in self.hosts or self.names.cluster_label in labels:
                 continue
             if not node.spec.unschedulable:
-                self._patch(
+                patch_host(
+                    self.kube,
                     node.metadata.name,
                     lambda n: (
                         n if self.names.cluster_label not in (n.metadata.labels or {}) else None
@@ -372,88 +332,8 @@ class KubernetesNodes:
                     what=f"cordoning pool host {node.metadata.name}",
                 )
 
-    def _patch(
-        self,
-        host: str,
-        applies: Callable[[Any], Any | None],
-        change: Callable[[Any], dict[str, Any] | None],
-        *,
-        what: str,
-    ) -> Any | None:
-        """Read-modify-write of the host Node with its resourceVersion (a 409 is read again and
-        redone). `applies(node)` None: this change is not for the Node as it is now (a replay);
-        `change(node)` None: nothing to change. Returns the Node (None: not applied)."""
-
-        def attempt() -> Any | None:
-            node = self._host(host)
-            if applies(node) is None:
-                return None
-            body = change(node)
-            if body is not None:
-                return self.kube.call(
-                    self.kube.core.patch_node,
-                    host,
-                    role_patch(node, body),
-                    _content_type="application/merge-patch+json",
-                    what=what,
-                )
-            return node
-
-        return self.kube.retry_conflicts(attempt, what=what)
-
-    def _carries(self, host: str, node_id: str) -> bool:
-        try:
-            return has_node(self._host(host), self.names, node_id)
-        except NotFound:
-            return False
-
-    def _host(self, host: str) -> Any:
-        try:
-            return self.kube.call(self.kube.core.read_node, host, what=f"reading node {host}")
-        except NotFound:
-            raise NotFound(
-                f"host {host} of the fleet is no Node of the Kubernetes cluster at "
-                f"{self.kube.server}",
-                hint="a host's kubelet registers its Node: check it runs (`kubectl get nodes`), "
-                "and that the fleet's host ids are Node names",
-            ) from None
-
-    def _list_nodes(self, labels: Mapping[str, str]) -> list[Any]:
-        found: Any = self.kube.call(
-            self.kube.core.list_node,
-            label_selector=",".join(f"{k}={v}" for k, v in labels.items()),
-            what="listing our nodes",
-        )
-        return list(found.items)
-
-    def _post(self, event: dict[str, Any]) -> None:
-        """Create an Event; one with its name there already (a replayed effect) is fine."""
-        try:
-            self.kube.call(
-                self.kube.events.create_namespaced_event,
-                event["metadata"]["namespace"],
-                event,
-                what=f"the {event['reason']} event {event['metadata']['name']}",
-            )
-        except Conflict as exc:
-            if not already_exists(exc):
-                raise
-
     def _state(self, node_id: str) -> NodeState | None:
         try:
             return self.store.node(node_id).state
         except NotFound:
             return None
-
-
-def check_whole_host(node_id: str, node: Any, gpus: int) -> None:
-    """A cluster node on Kubernetes is a whole Node: kube-scheduler places pods on Nodes, so a
-    node cut from part of a host would share its GPUs with whatever holds the rest."""
-    have = gpus_of_node(node)
-    if gpus != have:
-        raise InvalidRequest(
-            f"node {node_id} would take {gpus} of the {have} GPUs of Node "
-            f"{node.metadata.name}: on Kubernetes a cluster node is a whole host",
-            hint=f"make the cluster's gpus_per_node {have}, the GPUs of each host of this pool "
-            "(delete this cluster and create it again)",
-        )

@@ -105,6 +105,14 @@ class NodeRecords:
         tmp.write_text(json.dumps(asdict(record), sort_keys=True) + "\n")
         os.replace(tmp, path)
 
+    def put_drain(self, record: NodeRecord, drain: Drain) -> NodeRecord:
+        """`record` with `drain`, written only if that changes it."""
+        if drain == record.drain:
+            return record
+        record = replace(record, drain=drain)
+        self.put(record)
+        return record
+
     def delete(self, node_id: str) -> None:
         check_id(node_id, "node id")
         (self.directory / f"{node_id}.json").unlink(missing_ok=True)

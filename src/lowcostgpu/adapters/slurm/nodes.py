@@ -35,6 +35,10 @@ so a restart of either side continues where it stopped. Every operation is idemp
 requeued at most once per drain (its restart count is checked against the one recorded).
 
 Cost: `reports()` is O(records) file reads, one `sinfo`, and one `squeue` per draining node.
+
+The provider is the order of things (each effect, each report); its parts: `partitions` (what a
+record means in slurmctld: partition, feature, drain), `drain_jobs` (what a drain does to the
+jobs on the node), `node_records` (what it made true) and `node_risk` (the risk comment).
 """
 
 from __future__ import annotations
@@ -43,13 +47,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from lowcostgpu.adapters.risk_marks import RiskMarks
-from lowcostgpu.adapters.slurm.cli import NodeInfo, NodeJob, Slurm, no_batch_shell
+from lowcostgpu.adapters.slurm.cli import NodeInfo, Slurm
+from lowcostgpu.adapters.slurm.drain_jobs import DrainJobs
 from lowcostgpu.adapters.slurm.node_records import (
     Drain,
     NodeRecord,
@@ -58,6 +61,17 @@ from lowcostgpu.adapters.slurm.node_records import (
     members,
 )
 from lowcostgpu.adapters.slurm.node_risk import set_risk_comment
+from lowcostgpu.adapters.slurm.partitions import (
+    FEATURE,
+    NODES_LOGGER,
+    REASON_PREFIX,
+    check_whole_host,
+    drain_host,
+    make_true,
+    partition_name,
+    set_feature,
+    set_members,
+)
 from lowcostgpu.core.nodes import NodeState
 from lowcostgpu.domain.errors import Conflict, InvalidRequest, NotFound
 from lowcostgpu.domain.status import NodeStatus
@@ -65,29 +79,7 @@ from lowcostgpu.ports.runtime import Runtime, WorkloadReport
 from lowcostgpu.ports.store import Store
 from lowcostgpu.ports.store_records import OutboxEntry
 
-log = logging.getLogger(__name__)
-FEATURE = "preemptible"
-REASON_PREFIX = "lowcostgpu:"
-ON_NODE = frozenset(
-    {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "SIGNALING", "RESIZING"}
-)
-LIVE = ON_NODE - {"COMPLETING"}  # its processes run: a requeue now would SIGTERM them first
-LEFT_AS_ENDED = frozenset({"COMPLETED", "CANCELLED", "TIMEOUT", "DEADLINE"})
-KILL_SETTLE_S = 10.0  # a kill waits this long for its SIGKILLs to land before it requeues
-
-
-def partition_name(cluster_id: str, preemptible: bool) -> str:
-    return f"lcg-{cluster_id}-preemptible" if preemptible else f"lcg-{cluster_id}"
-
-
-def cluster_partitions(cluster_id: str) -> tuple[str, str]:
-    return partition_name(cluster_id, False), partition_name(cluster_id, True)
-
-
-def drain_reason(drain: Drain) -> str:
-    """The node's Reason in `sinfo -R`: why and until when (UTC)."""
-    deadline = datetime.fromtimestamp(drain.deadline, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"{REASON_PREFIX} {drain.reason}, deadline={deadline}"
+log = logging.getLogger(NODES_LOGGER)
 
 
 class SlurmNodes:
@@ -118,6 +110,7 @@ class SlurmNodes:
         self.records = NodeRecords(state_dir)
         self._lock = threading.RLock()  # effects and the loop's observe may run in two threads
         self._risk_marks = RiskMarks()
+        self._jobs = DrainJobs(slurm, self.records)
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -159,7 +152,7 @@ class SlurmNodes:
                     added_at=self.clock(),
                 )
                 self.records.put(record)
-            self._make_true(self.records.all(), self._infos())
+            make_true(self.slurm, self.records.all(), self._infos())
 
     def cordon(self, node_id: str) -> None:
         with self._lock:
@@ -171,7 +164,7 @@ class SlurmNodes:
             if record.drain is None:
                 log.warning("cordon of %s: the store holds no drain for it; nothing done", node_id)
                 return
-            self._drain(record)
+            drain_host(self.slurm, record)
 
     def mark_risk(self, node_id: str, risk: str, at: int) -> None:
         """The node's risk comment (`node_risk`), or its removal (`risk` ""). A draining node is
@@ -211,24 +204,8 @@ class SlurmNodes:
             if record.drain is None:
                 log.warning("SIGTERM to node %s without a drain: nothing sent", record.node_id)
                 return
-            self._drain(record)  # the cordon first, should its effect not have run yet
-            for job in self._jobs(record):
-                if job.state not in ON_NODE:
-                    continue
-                drain = record.drain.seen(job.job_id, job.restarts)
-                if job.job_id not in drain.signalled:
-                    self.slurm.signal(job.job_id, "TERM")
-                    if self.signal_batch:
-                        self._term_batch(job.job_id)
-                    drain = drain.with_signalled(job.job_id)
-                record = self._put(record, drain)
-
-    def _term_batch(self, job_id: str) -> None:
-        try:
-            self.slurm.signal(job_id, "TERM", batch=True)
-        except InvalidRequest as exc:
-            if not no_batch_shell(exc):
-                raise  # an interactive job (srun, salloc) has no batch shell: its steps had it
+            drain_host(self.slurm, record)  # the cordon first, should its effect not have run yet
+            self._jobs.terminate(record, batch=self.signal_batch)
 
     def kill(self, allocation_id: str) -> None:
         """The deadline: SIGKILL to what still runs, and requeue it."""
@@ -236,9 +213,9 @@ class SlurmNodes:
             record = self.records.by_allocation(allocation_id)
             if record is None:
                 return
-            record = self._kill_running(self._with_drain(record, reason="killed"))
-            self._await_killed(record)
-            self._settle(record)
+            record = self._jobs.kill_running(self._with_drain(record, reason="killed"))
+            self._jobs.await_killed(record)
+            self._jobs.settle(record)
 
     def reports(self) -> list[WorkloadReport]:
         """One report per node of ours, after putting back what Slurm lost (see the module)."""
@@ -247,7 +224,7 @@ class SlurmNodes:
             if not records:
                 return []
             try:
-                self._make_true(records, self._infos())
+                make_true(self.slurm, records, self._infos())
                 if not self._risk_marks.checked:  # an earlier process's marks (`risk_marks`)
                     for r in records:
                         if not self._risk_marks.ours(r.node_id):
@@ -264,7 +241,7 @@ class SlurmNodes:
         if record.drain is None:
             return WorkloadReport(alloc, node, "running", at=int(record.added_at))
         try:
-            record, left = self._settle(record)
+            record, left = self._jobs.settle(record)
         except (InvalidRequest, NotFound, Conflict) as exc:
             log.warning("drain of node %s on %s: %s", node, record.host, exc)
             return WorkloadReport(alloc, node, "running", reason=f"draining: {exc}")
@@ -275,83 +252,21 @@ class SlurmNodes:
         reason = f"drained: {requeued} job(s) requeued"
         return WorkloadReport(alloc, node, "exited", exit_code=0, reason=reason)
 
-    def _settle(self, record: NodeRecord) -> tuple[NodeRecord, int]:
-        """Requeue the jobs of the drain that ended (see the module's rules) or that we killed;
-        the record, and how many jobs of the cluster still run on the node."""
-        assert record.drain is not None
-        jobs = {j.job_id: j for j in self._jobs(record)}
-        drain = record.drain
-        for running in jobs.values():
-            if running.state in ON_NODE:
-                drain = drain.seen(running.job_id, running.restarts)
-        record = self._put(record, drain)
-        for job_id in drain.unsettled:
-            job = jobs.get(job_id)
-            if job is None or job.restarts != drain.jobs[job_id]:
-                drain = drain.with_settled(job_id, requeued=False)  # requeued since, or forgotten
-            elif job_id in drain.killed or job.state not in ON_NODE:
-                drain = drain.with_settled(job_id, self._requeue(record, drain, job))
-            record = self._put(record, drain)
-        left = sum(1 for j in jobs.values() if j.state in ON_NODE and j.job_id not in drain.settled)
-        return record, left
-
-    def _requeue(self, record: NodeRecord, drain: Drain, job: NodeJob) -> bool:
-        killed = job.job_id in drain.killed
-        if not killed and job.state in LEFT_AS_ENDED:
-            return False
-        if not job.requeue:
-            log.info("job %s of node %s is not requeueable: left ended", job.job_id, record.node_id)
-            return False
-        try:
-            requeued = self.slurm.requeue(job.job_id)
-        except InvalidRequest as exc:  # e.g. not a batch job: Slurm requeues batch jobs only
-            log.warning("job %s of node %s left ended: %s", job.job_id, record.node_id, exc)
-            return False
-        if requeued:
-            how = "killed at the deadline" if killed else f"ended {job.state} in its grace"
-            log.info("job %s (%s) on %s requeued", job.job_id, how, record.host)
-        return requeued
-
-    def _kill_running(self, record: NodeRecord) -> NodeRecord:
-        assert record.drain is not None
-        for job in self._jobs(record):
-            if job.state not in ON_NODE:
-                continue
-            drain = record.drain.seen(job.job_id, job.restarts)
-            if drain.jobs[job.job_id] != job.restarts:
-                continue  # requeued since we saw it: not the run we drain
-            if job.job_id not in drain.killed:
-                self.slurm.kill_job(job.job_id)
-                drain = drain.with_killed(job.job_id)
-            record = self._put(record, drain)
-        return record
-
-    def _await_killed(self, record: NodeRecord) -> None:
-        """Until the killed jobs' processes are gone (≈0.5 s), at most `KILL_SETTLE_S`: a
-        requeue of a job that still runs is a cancel, which sends SIGTERM before SIGKILL."""
-        assert record.drain is not None
-        killed = set(record.drain.killed) - set(record.drain.settled)
-        end = time.monotonic() + KILL_SETTLE_S
-        while killed and time.monotonic() < end:
-            if not any(j.job_id in killed and j.state in LIVE for j in self._jobs(record)):
-                return
-            time.sleep(0.1)
-
     def _remove(self, record: NodeRecord) -> None:
         """Kill and requeue what still runs, then give the host back to the pool."""
-        record = self._kill_running(self._with_drain(record, reason="removed"))
-        self._await_killed(record)
-        self._settle(record)
+        record = self._jobs.kill_running(self._with_drain(record, reason="removed"))
+        self._jobs.await_killed(record)
+        self._jobs.settle(record)
         rest = [r for r in self.records.all() if r.node_id != record.node_id]
         info = self._infos().get(record.host)
         if info is not None:
             if record.partition in info.partitions:
-                self._set_members(record.partition, members(rest, record.partition))
+                set_members(self.slurm, record.partition, members(rest, record.partition))
             alone = not any(r.host == record.host for r in rest)
             if alone:  # else the comment is the other record's
                 set_risk_comment(self.slurm, record.host, "", 0)
             if record.preemptible and FEATURE in info.features and alone:
-                self._feature(record.host, add=False)
+                set_feature(self.slurm, record.host, add=False)
             if "drain" in info.state.lower() and info.reason.startswith(REASON_PREFIX):
                 what = f"returning Slurm node {record.host} to the pool"
                 self.slurm.update(
@@ -359,49 +274,6 @@ class SlurmNodes:
                 )
         self.records.delete(record.node_id)
         self._risk_marks.forget(record.node_id)
-
-    def _make_true(self, records: list[NodeRecord], infos: Mapping[str, NodeInfo]) -> None:
-        """Partitions, features and drains as the records say (a reconfigure drops them)."""
-        for partition in sorted({r.partition for r in records}):
-            want = members(records, partition)
-            have = sorted(n for n, info in infos.items() if partition in info.partitions)
-            if want != have:
-                self._set_members(partition, want)
-        for r in records:
-            info = infos.get(r.host)
-            if info is None:
-                log.warning("node %s: host %s is not in the Slurm cluster", r.node_id, r.host)
-                continue
-            if r.preemptible and FEATURE not in info.features:
-                self._feature(r.host, add=True)
-            if r.drain is not None and "drain" not in info.state.lower():
-                self._drain(r)
-
-    def _set_members(self, partition: str, hosts: list[str]) -> None:
-        fields = {"PartitionName": partition, "Nodes": ",".join(hosts)}
-        try:
-            self.slurm.update("PartitionName", fields, what=f"setting the nodes of {partition}")
-        except InvalidRequest as exc:
-            if "invalid partition name" not in str(exc).lower():
-                raise
-            self.slurm.create_partition(partition, hosts)
-
-    def _feature(self, host: str, *, add: bool) -> None:
-        """Add or drop `preemptible`, keeping the node's other features."""
-        fields = self.slurm.node_fields(host)
-        update = {"NodeName": host}
-        for key in ("AvailableFeatures", "ActiveFeatures"):
-            have = [f for f in fields.get(key, "").split(",") if f and f != "(null)"]
-            kept = [f for f in have if f != FEATURE]
-            update[key] = ",".join([*kept, FEATURE] if add else kept)
-        verb = "marking" if add else "unmarking"
-        self.slurm.update("NodeName", update, what=f"{verb} Slurm node {host} {FEATURE}")
-
-    def _drain(self, record: NodeRecord) -> None:
-        assert record.drain is not None
-        fields = {"NodeName": record.host, "State": "DRAIN", "Reason": drain_reason(record.drain)}
-        self.slurm.update("NodeName", fields, what=f"draining Slurm node {record.host}")
-        set_risk_comment(self.slurm, record.host, "", 0)  # the notice replaces the advice
 
     def _with_drain(self, record: NodeRecord, reason: str | None = None) -> NodeRecord:
         """The record with its drain: as recorded, else from the store's node (its deadline),
@@ -415,17 +287,7 @@ class SlurmNodes:
             drain = Drain(int(self.clock()), reason)
         else:
             return record
-        return self._put(record, drain)
-
-    def _put(self, record: NodeRecord, drain: Drain) -> NodeRecord:
-        if drain == record.drain:
-            return record
-        record = replace(record, drain=drain)
-        self.records.put(record)
-        return record
-
-    def _jobs(self, record: NodeRecord) -> list[NodeJob]:
-        return self.slurm.jobs_on(record.host, cluster_partitions(record.cluster_id))
+        return self.records.put_drain(record, drain)
 
     def _infos(self) -> dict[str, NodeInfo]:
         return {n.name: n for n in self.slurm.nodes()}
@@ -444,14 +306,3 @@ class SlurmNodes:
             return self.store.node(node_id).state
         except NotFound:
             return None
-
-
-def check_whole_host(node_id: str, host: NodeInfo, gpus: int) -> None:
-    """A cluster node on Slurm is a whole Slurm node: a partition holds hosts, not GPUs."""
-    if gpus != host.gpus:
-        raise InvalidRequest(
-            f"node {node_id} would take {gpus} of the {host.gpus} GPUs of Slurm node "
-            f"{host.name}: on Slurm a cluster node is a whole host",
-            hint=f"make the cluster's gpus_per_node {host.gpus}, the GPUs of each host of this "
-            "pool (delete this cluster and create it again)",
-        )
