@@ -33,7 +33,7 @@ from lowcostgpu.core.victim_policy import (
     gpu_floor_of,
     shield_of,
 )
-from lowcostgpu.domain.capacity import Timestamp
+from lowcostgpu.domain.capacity import Allocation, Timestamp
 
 
 def _cheapest_once(
@@ -57,12 +57,15 @@ def _cheapest_once(
         if seen is not None:
             seen_policy, found = cast("_Remembered", seen)
             if seen_policy is policy:
-                return found
+                return None if found is None else (found[0], VictimChoice(host, *found[1:]))
     choice = cheapest_on_host(host, gpus_needed, now, policy, min_runtime_s, shield)
-    result = None if choice is None else (choice.key, choice)
-    if pure:
-        memo[key] = (policy, result)
-    return result
+    if pure:  # the choice less its host: the host state holds the memo (no reference cycle)
+        memo[key] = (policy, None if choice is None else (choice.key, *_without_host(choice)))
+    return None if choice is None else (choice.key, choice)
+
+
+def _without_host(choice: VictimChoice) -> tuple[tuple[Allocation, ...], int, int, Timestamp]:
+    return choice.victims, choice.protected, choice.cost, choice.most_recent_interruption
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +82,9 @@ class VictimSearch:
 
 
 _Key = tuple[int, int, int, Timestamp, tuple[str, ...], str]
-# What a host state remembers of one search (`_cheapest_once`): the policy, and the choice.
-_Remembered = tuple[VictimPolicy, tuple[_Key, VictimChoice] | None]
+# What a host state remembers of one search (`_cheapest_once`): the policy, and the choice less
+# its host (the host state holds the memo: a choice that held the host would make a cycle).
+_Remembered = tuple[VictimPolicy, tuple[_Key, tuple[Allocation, ...], int, int, Timestamp] | None]
 
 
 def _tail_floor(

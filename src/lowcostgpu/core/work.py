@@ -4,14 +4,12 @@
 copies a map: each is a `Draft` over the state's persistent map (`core.overlay`), so an input
 costs what it reads and writes, and `done()` folds the changes into the next state in
 O(changes · log n). Every write of an instance or a node, whoever makes it (`Work` itself,
-`core.cluster_engine`), goes through the draft's watch (`_instance_written`, `_node_written`),
-which keeps the state's indexes (`engine_state.StateIndex`) in line; the ids written are the
+`core.cluster_engine`), goes through the draft's watch (`core.index_drafts`), which keeps the
+state's indexes (`engine_state.StateIndex`) in line; the ids written are the
 step's `touched`, reported only where the value really changed.
 """
 
 from __future__ import annotations
-
-from itertools import takewhile
 
 from immutables import Map
 
@@ -21,20 +19,17 @@ from lowcostgpu.core.effects import Effect, ReleaseAllocation
 from lowcostgpu.core.engine_state import (
     EngineState,
     EngineStep,
-    StateIndex,
     Touched,
-    instance_deadline,
     next_wake,
-    node_deadline,
-    survivor_hold,
 )
 from lowcostgpu.core.fleet_sync import follow_instance, follow_node
 from lowcostgpu.core.holds import OnDemandHold, active
+from lowcostgpu.core.index_drafts import IndexDrafts
 from lowcostgpu.core.instance_state import InstanceState
 from lowcostgpu.core.lifecycle import LifecycleEvent
 from lowcostgpu.core.node_lifecycle import NodeEvent
 from lowcostgpu.core.nodes import NodeState
-from lowcostgpu.core.overlay import Draft, K, V
+from lowcostgpu.core.overlay import Draft
 from lowcostgpu.core.queue import schedule_pool
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.core.snapshot import (
@@ -46,7 +41,6 @@ from lowcostgpu.core.snapshot import (
     member_allocation_id,
     release,
 )
-from lowcostgpu.core.sorted_chunks import SortedChunks
 from lowcostgpu.core.state import Plan, SurvivorHold
 from lowcostgpu.domain.capacity import PoolKey, Timestamp
 from lowcostgpu.domain.errors import NotFound
@@ -58,109 +52,34 @@ class Work:
     def __init__(self, state: EngineState) -> None:
         self.base = state
         self.fleet = state.fleet
-        self._index = state.index
-        # The index drafts are made on first use: most inputs touch no deadline and no cluster.
-        self._instance_deadlines: Draft[str, Timestamp] | None = None
-        self._node_deadlines: Draft[str, Timestamp] | None = None
-        self._cluster_nodes: Draft[str, frozenset[str]] | None = None
-        self._deadline_order: SortedChunks[tuple[Timestamp, str]] | None = None
-        self._survivor_holds: Draft[str, SurvivorHold] | None = None
-        self.instances: Draft[str, InstanceState] = Draft(state.instances, self._instance_written)
+        # The drafts' watches are the index drafts' methods, never this object's: no cycle
+        # (`core.index_drafts`), so a finished work is freed at once.
+        self.indexes = IndexDrafts(state.index)
+        self.instances: Draft[str, InstanceState] = Draft(
+            state.instances, self.indexes.instance_written
+        )
         self.clusters: Draft[str, ClusterState] = Draft(state.clusters)
-        self.nodes: Draft[str, NodeState] = Draft(state.nodes, self._node_written)
+        self.nodes: Draft[str, NodeState] = Draft(state.nodes, self.indexes.node_written)
         self.holds: dict[PoolKey, OnDemandHold] = dict(state.holds)  # one per pool at most
         self.effects: list[Effect] = []
 
     @property
-    def instance_deadlines(self) -> Draft[str, Timestamp]:
-        if self._instance_deadlines is None:
-            self._instance_deadlines = Draft(self._index.instance_deadlines)
-        return self._instance_deadlines
-
-    @property
     def node_deadlines(self) -> Draft[str, Timestamp]:
-        if self._node_deadlines is None:
-            self._node_deadlines = Draft(self._index.node_deadlines)
-        return self._node_deadlines
-
-    @property
-    def cluster_nodes(self) -> Draft[str, frozenset[str]]:
-        if self._cluster_nodes is None:
-            self._cluster_nodes = Draft(self._index.cluster_nodes)
-        return self._cluster_nodes
+        return self.indexes.node_deadlines
 
     def instances_due(self, now: Timestamp) -> list[str]:
-        """The instances whose grace deadline has come, by id: the front of the (deadline, id)
-        order as this work has it. Cost: O(due · log due), not O(draining)."""
-        order = self._deadline_order
-        if order is None:
-            order = self._index.instance_deadline_order
-        return sorted(i for _, i in takewhile(lambda entry: entry[0] <= now, order))
-
-    @property
-    def survivor_holds(self) -> Draft[str, SurvivorHold]:
-        if self._survivor_holds is None:
-            self._survivor_holds = Draft(self._index.survivor_holds)
-        return self._survivor_holds
-
-    def _instance_written(self, instance_id: str, inst: InstanceState | None) -> None:
-        hold = None if inst is None else survivor_hold(inst)
-        holds = self._survivor_holds
-        known = instance_id in (self._index.survivor_holds if holds is None else holds)
-        if hold is not None or known:  # most writes: neither, and no draft is made
-            if hold is None:
-                del self.survivor_holds[instance_id]
-            elif self.survivor_holds.get(instance_id) != hold:
-                self.survivor_holds[instance_id] = hold
-        deadline = None if inst is None else instance_deadline(inst)
-        drafted = self._instance_deadlines
-        if (
-            deadline is None
-            and drafted is None
-            and instance_id not in self._index.instance_deadlines
-        ):
-            return  # no deadline before or after: nothing to draft
-        old = self.instance_deadlines.get(instance_id)
-        if old != deadline:  # the sorted copy follows the map
-            order = self._deadline_order
-            if order is None:
-                order = self._index.instance_deadline_order
-            if old is not None:
-                order = order.removed((old, instance_id))
-            if deadline is not None:
-                order = order.inserted((deadline, instance_id))
-            self._deadline_order = order
-        _keep(self.instance_deadlines, instance_id, deadline)
-
-    def _node_written(self, node_id: str, node: NodeState | None) -> None:
-        deadline = None if node is None else node_deadline(node)
-        if (
-            deadline is not None
-            or self._node_deadlines is not None
-            or (node_id in self._index.node_deadlines)
-        ):
-            _keep(self.node_deadlines, node_id, deadline)
-        if node is not None:
-            ids = self.cluster_nodes.get(node.cluster_id, frozenset())
-            if node_id not in ids:  # a node never changes cluster: only new ones are added
-                self.cluster_nodes[node.cluster_id] = ids | {node_id}
+        """The instances whose grace deadline has come, by id (`IndexDrafts.instances_due`)."""
+        return self.indexes.instances_due(now)
 
     def nodes_of(self, cluster_id: str) -> list[NodeState]:
         """The cluster's nodes (removed ones included), by id: O(its nodes), from the index."""
-        return [self.nodes[n] for n in sorted(self.cluster_nodes.get(cluster_id, ()))]
+        members = self.indexes.cluster_nodes.get(cluster_id, ())
+        return [self.nodes[n] for n in sorted(members)]
 
     def done(self) -> EngineStep:
         """The next state from the drafts, O(changes · log n), and what the step touched."""
-        instances, nodes_, index = self.instances.finish(), self.nodes.finish(), self._index
-        index = StateIndex(
-            instances,
-            nodes_,
-            _finished(self._instance_deadlines, index.instance_deadlines),
-            _finished(self._node_deadlines, index.node_deadlines),
-            _finished(self._cluster_nodes, index.cluster_nodes),
-            index.instance_deadline_order if self._deadline_order is None else self._deadline_order,
-            _finished(self._survivor_holds, index.survivor_holds),
-        )
+        instances, nodes_ = self.instances.finish(), self.nodes.finish()
+        index = self.indexes.finish(instances, nodes_)
         before = self.base.holds
         same = len(before) == len(self.holds) and all(
             self.holds.get(pool) is hold for pool, hold in before.items()
@@ -266,21 +185,13 @@ class Work:
         if self.clusters:
             self.reconcile(now)
         self.holds = active(self.holds, now)
-        plan = _queue_pass(self.fleet, now, config, self.holds, self._live_survivor_holds(now))
+        plan = _queue_pass(
+            self.fleet, now, config, self.holds, self.indexes.live_survivor_holds(now)
+        )
         if plan:  # an empty plan changes nothing
             self.carry_out(plan, now)
         if self.clusters:
             self.reconcile(now)
-
-    def _live_survivor_holds(self, now: Timestamp) -> dict[PoolKey, dict[str, SurvivorHold]]:
-        """The survivor holds in force, by pool: O(holds), few."""
-        drafted = self._survivor_holds
-        source = drafted if drafted is not None else self._index.survivor_holds
-        by_pool: dict[PoolKey, dict[str, SurvivorHold]] = {}
-        for instance_id, hold in source.items():
-            if hold.until > now:
-                by_pool.setdefault(hold.pool, {})[instance_id] = hold
-        return by_pool
 
     def reconcile(self, now: Timestamp) -> None:
         """Every cluster toward its target. O(clusters + their nodes): the reconcile of a
@@ -311,19 +222,6 @@ class Work:
                 self._release(effect.allocation_id, held.get(effect.allocation_id), now)
         for drain in plan.drains:
             self.advance_node(drain.node_id, node_lifecycle.Leave(drain.reason), now)
-
-
-def _finished(draft: Draft[K, V] | None, base: Map[K, V]) -> Map[K, V]:
-    return base if draft is None else draft.finish()
-
-
-def _keep(index: Draft[str, Timestamp], key: str, value: Timestamp | None) -> None:
-    """Set or clear one index entry, writing only when it changes."""
-    if value is None:
-        if key in index:
-            del index[key]
-    elif index.get(key) != value:
-        index[key] = value
 
 
 def _queue_pass(
