@@ -19,6 +19,7 @@ from pathlib import Path
 from lowcostgpu.core.policies import DEFAULT_POLICY_NAME
 from lowcostgpu.core.scheduler import SchedulerConfig
 from lowcostgpu.sim.command import load_trace, sim_policy
+from lowcostgpu.sim.fairness import FREQUENT_CHECKPOINT_S
 from lowcostgpu.sim.jobs import Job
 from lowcostgpu.sim.runner import Simulation
 
@@ -26,10 +27,12 @@ ALIBABA = Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu
 
 
 def habit(job: Job) -> str:
-    """The job's checkpoint habit, in the groups the fairness figures use (≤ 10 min)."""
+    """The job's checkpoint habit, split at the fairness figures' frequent-saver line
+    (`sim.fairness.FREQUENT_CHECKPOINT_S`, 10 min)."""
     if job.checkpoint_interval_s is None:
         return "saves only at a notice" if job.checkpoint_cost_s else "never saves"
-    often = "every ≤ 10 min" if job.checkpoint_interval_s <= 600 else "every > 10 min"
+    frequent = job.checkpoint_interval_s <= FREQUENT_CHECKPOINT_S
+    often = "every ≤ 10 min" if frequent else "every > 10 min"
     quick = "save ≤ 60 s" if job.checkpoint_cost_s <= 60 else "save > 60 s"
     return f"{often}, {quick}"
 

@@ -290,9 +290,9 @@ def tick(
     for instance_id, event in reports:
         if instance_id in work.instances:
             work.advance(instance_id, event, now)
-    for instance_id in work.instances_due(now):
+    for instance_id in work.indexes.instances_due(now):
         work.advance(instance_id, lifecycle.DeadlineCheck(), now)
-    nodes_due = sorted(n for n, at in work.node_deadlines.items() if at <= now)
+    nodes_due = sorted(n for n, at in work.indexes.node_deadlines.items() if at <= now)
     for node_id in nodes_due:
         work.advance_node(node_id, lifecycle.DeadlineCheck(), now)
     work.schedule(now, config)

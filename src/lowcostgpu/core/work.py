@@ -63,14 +63,6 @@ class Work:
         self.holds: dict[PoolKey, OnDemandHold] = dict(state.holds)  # one per pool at most
         self.effects: list[Effect] = []
 
-    @property
-    def node_deadlines(self) -> Draft[str, Timestamp]:
-        return self.indexes.node_deadlines
-
-    def instances_due(self, now: Timestamp) -> list[str]:
-        """The instances whose grace deadline has come, by id (`IndexDrafts.instances_due`)."""
-        return self.indexes.instances_due(now)
-
     def nodes_of(self, cluster_id: str) -> list[NodeState]:
         """The cluster's nodes (removed ones included), by id: O(its nodes), from the index."""
         members = self.indexes.cluster_nodes.get(cluster_id, ())
